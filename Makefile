@@ -1,0 +1,39 @@
+# plan_stack: `make setup` builds everything into .venv + install/, `make test`
+# runs the suite, `make demo` runs the demo on the embedded simulator.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3.11
+VENV := $(CURDIR)/.venv
+STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt scripts/ros_env.sh.in | sha1sum | cut -c1-12)
+ENV := source $(CURDIR)/scripts/env.bash
+PYTEST_ARGS ?=
+JOBS ?= 2
+
+.PHONY: setup venv build test bench demo clean
+
+setup: venv build
+
+# Idempotent: re-installs only when requirements/lock.txt or the env script changes.
+venv: $(STAMP)
+$(STAMP): requirements/lock.txt scripts/ros_env.sh.in
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --no-input --disable-pip-version-check -q -r requirements/lock.txt
+	mkdir -p $(VENV)/share/plan_stack
+	sed "s|@VENV@|$(VENV)|g" scripts/ros_env.sh.in > $(VENV)/ros_env.sh
+	printf '. "%s/ros_env.sh"\n' "$(VENV)" > $(VENV)/local_setup.bash
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+# Incremental colcon build of the interfaces + Python package (flock: one build at a time).
+build: $(STAMP)
+	$(ENV) --venv-only && flock $(CURDIR)/.build.lock colcon build --parallel-workers $(JOBS) \
+	    --event-handlers console_cohesion- summary- status- --cmake-args $$ROS_WHEELS_CMAKE_ARGS
+
+test:
+	$(ENV) && python -m pytest $(PYTEST_ARGS)
+
+bench:
+	$(ENV) && for b in bench/*.py; do python $$b; done
+
+clean:
+	rm -rf build install log

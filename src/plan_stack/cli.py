@@ -1,0 +1,36 @@
+"""`plan-stack` command: one entry point, one module per subcommand.
+
+Each subcommand module provides `add_arguments(parser)` and `run(args) -> int`
+and is imported only when that subcommand runs (no heavy imports at start).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("plan_stack.bringup", "start the nodes of config/<robot>.yaml"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="plan-stack", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    # Parse the subcommand name first, then let its module define its arguments.
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in SUBCOMMANDS:
+        parser.parse_args(argv)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[argv[0]][0])
+    sub_parser = argparse.ArgumentParser(prog=f"plan-stack {argv[0]}", description=SUBCOMMANDS[argv[0]][1])
+    module.add_arguments(sub_parser)
+    args = sub_parser.parse_args(argv[1:])
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The one table of executables: node name -> `module:function`.
+
+setup.py turns it into console entry points (pip install), CMakeLists.txt into
+wrapper scripts in lib/plan_stack (`ros2 run plan_stack <node>`) and bin/, and
+the bring-up into node classes. Run as a script it prints the table for CMake,
+so it must not import anything from plan_stack.
+
+A node's module provides `main()` (standalone process) and the class named in
+NODE_CLASSES (bring-up in one process).
+"""
+from __future__ import annotations
+
+import sys
+
+# Node executables, installed to lib/plan_stack.  Add a node here only when it
+# exists and works: `plan-stack up` and the launch files start what is listed
+# in config/<robot>.yaml and check it against this table.
+NODES: dict[str, str] = {}
+
+# Node classes for in-process bring-up, keyed like NODES.
+NODE_CLASSES: dict[str, str] = {}
+
+# Commands installed to bin/.
+COMMANDS: dict[str, str] = {
+    "plan-stack": "plan_stack.cli:main",
+}
+
+
+def _cmake_lines() -> list[str]:
+    lines = []
+    for name, target in NODES.items():
+        module, func = target.split(":")
+        lines.append(f"{name}=lib/plan_stack={module}={func}")
+    for name, target in COMMANDS.items():
+        module, func = target.split(":")
+        lines.append(f"{name}=bin={module}={func}")
+    return lines
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--cmake"]:
+        sys.exit("usage: executables.py --cmake")
+    print(";".join(_cmake_lines()))
