@@ -27,7 +27,7 @@ from rclpy.exceptions import (
     InvalidParameterValueException,
     ParameterUninitializedException,
 )
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import (
@@ -265,8 +265,9 @@ def run_nodes(
 ) -> int:
     """Create the nodes, spin them until SIGINT/SIGTERM, then close them.
 
-    One node spins on a SingleThreadedExecutor, several on a
-    MultiThreadedExecutor. Returns the process exit status: 0 on a clean
+    Nodes spin on a MultiThreadedExecutor (long callbacks such as action
+    execution must not starve the others; nodes choose callback groups).
+    Returns the process exit status: 0 on a clean
     shutdown, 2 when a node rejected its parameters at start-up.
     """
     nodes: list[Node] = []
@@ -282,10 +283,7 @@ def run_nodes(
                 factories_done = False
                 status = 2
             if factories_done:
-                executor = (
-                    SingleThreadedExecutor() if len(nodes) == 1
-                    else MultiThreadedExecutor(num_threads=threads)
-                )
+                executor = MultiThreadedExecutor(num_threads=threads)
                 for node in nodes:
                     executor.add_node(node)
                 try:

@@ -1,0 +1,256 @@
+"""Scripted ACT-style experts: end-effector waypoints -> joint trajectories.
+
+The expert plans in the mocap-driven end-effector model (each gripper welded
+to a mocap target that moves linearly between waypoints), records the arm
+joint positions that result, and returns them as a 14-DoF joint command
+trajectory in stack units (grippers normalised 0 closed .. 1 open). Replayed
+on the joint-controlled rig, or sent through the bridge, it solves the task:
+that is the demonstration. Waypoint times are fractions of the episode
+(as ACT's 400-step scripts) so any control period works.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from plan_stack.embodiments.aloha.model import (
+    ARMS,
+    ARM_JOINTS,
+    START_ARM_POSE,
+    START_GRIPPER_M,
+    gripper_to_joint,
+    load_model,
+    stack_to_joint,
+    task_spec,
+)
+
+__all__ = ["Waypoint", "Subtask", "ExpertEpisode", "waypoints_for", "plan_episode", "replay"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Waypoint:
+    """Mocap target of one gripper at time `t` (fraction of the episode)."""
+
+    t: float
+    xyz: tuple[float, float, float]
+    quat: tuple[float, float, float, float]  # w, x, y, z, relative to the start orientation
+    gripper: float  # normalised 0 closed .. 1 open
+
+
+@dataclasses.dataclass(frozen=True)
+class Subtask:
+    text: str
+    start_s: float
+    end_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpertEpisode:
+    """A planned demonstration: commands[k] is due at times_s[k] (stack units)."""
+
+    task: str
+    seed: int
+    instruction: str
+    dt_s: float
+    times_s: np.ndarray  # [T]
+    commands: np.ndarray  # [T, 14], grippers normalised
+    object_poses: np.ndarray  # [n_objects, 7] initial object poses
+    subtasks: tuple[Subtask, ...]
+    planned_reward: int  # staged reward the plan reached in the end-effector model
+
+
+def _quat_mul(a, b) -> np.ndarray:
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ])
+
+
+def _axis_quat(axis, degrees: float) -> np.ndarray:
+    half = np.radians(degrees) / 2.0
+    return np.concatenate([[np.cos(half)], np.sin(half) * np.asarray(axis, dtype=float)])
+
+
+_IDENTITY = (1.0, 0.0, 0.0, 0.0)
+
+
+def _transfer_cube(objects: np.ndarray, init: np.ndarray):
+    """ACT's pick-and-transfer script: right arm picks, meets the left arm mid-air, hands over."""
+    box = objects[0, :3]
+    meet = np.array([0.0, 0.5, 0.25])
+    pick_q = tuple(_quat_mul(_IDENTITY, _axis_quat([0, 1, 0], -60)))
+    meet_left_q = tuple(_axis_quat([1, 0, 0], 90))
+    f = 1.0 / 400.0
+    left = [
+        Waypoint(0, tuple(init[0]), _IDENTITY, 0),
+        Waypoint(100 * f, tuple(meet + [-0.1, 0, -0.02]), meet_left_q, 1),
+        Waypoint(260 * f, tuple(meet + [0.02, 0, -0.02]), meet_left_q, 1),
+        Waypoint(310 * f, tuple(meet + [0.02, 0, -0.02]), meet_left_q, 0),
+        Waypoint(360 * f, tuple(meet + [-0.1, 0, -0.02]), _IDENTITY, 0),
+        Waypoint(1.0, tuple(meet + [-0.1, 0, -0.02]), _IDENTITY, 0),
+    ]
+    right = [
+        Waypoint(0, tuple(init[1]), _IDENTITY, 0),
+        Waypoint(90 * f, tuple(box + [0, 0, 0.08]), pick_q, 1),
+        Waypoint(130 * f, tuple(box + [0, 0, -0.015]), pick_q, 1),
+        Waypoint(170 * f, tuple(box + [0, 0, -0.015]), pick_q, 0),
+        Waypoint(200 * f, tuple(meet + [0.05, 0, 0]), pick_q, 0),
+        Waypoint(220 * f, tuple(meet), pick_q, 0),
+        Waypoint(310 * f, tuple(meet), pick_q, 1),
+        Waypoint(360 * f, tuple(meet + [0.1, 0, 0]), pick_q, 1),
+        Waypoint(1.0, tuple(meet + [0.1, 0, 0]), pick_q, 1),
+    ]
+    subtasks = [
+        ("reach for the red cube with the right arm", 0, 130 * f),
+        ("grasp the red cube", 130 * f, 170 * f),
+        ("bring the cube to the middle and grasp it with the left arm", 170 * f, 310 * f),
+        ("release the cube from the right arm and pull both arms apart", 310 * f, 1.0),
+    ]
+    return left, right, subtasks
+
+
+def _insertion(objects: np.ndarray, init: np.ndarray):
+    """ACT's insertion script: right arm picks the peg, left the socket; they meet and insert."""
+    peg, socket = objects[0, :3], objects[1, :3]
+    meet = np.array([0.0, 0.5, 0.15])
+    lift_right = 0.00715
+    right_q = tuple(_axis_quat([0, 1, 0], -60))
+    left_q = tuple(_axis_quat([0, 1, 0], 60))
+    f = 1.0 / 400.0
+    left = [
+        Waypoint(0, tuple(init[0]), _IDENTITY, 0),
+        Waypoint(120 * f, tuple(socket + [0, 0, 0.08]), left_q, 1),
+        Waypoint(170 * f, tuple(socket + [0, 0, -0.03]), left_q, 1),
+        Waypoint(220 * f, tuple(socket + [0, 0, -0.03]), left_q, 0),
+        Waypoint(285 * f, tuple(meet + [-0.1, 0, 0]), left_q, 0),
+        Waypoint(340 * f, tuple(meet + [-0.05, 0, 0]), left_q, 0),
+        Waypoint(1.0, tuple(meet + [-0.05, 0, 0]), left_q, 0),
+    ]
+    right = [
+        Waypoint(0, tuple(init[1]), _IDENTITY, 0),
+        Waypoint(120 * f, tuple(peg + [0, 0, 0.08]), right_q, 1),
+        Waypoint(170 * f, tuple(peg + [0, 0, -0.03]), right_q, 1),
+        Waypoint(220 * f, tuple(peg + [0, 0, -0.03]), right_q, 0),
+        Waypoint(285 * f, tuple(meet + [0.1, 0, lift_right]), right_q, 0),
+        Waypoint(340 * f, tuple(meet + [0.05, 0, lift_right]), right_q, 0),
+        Waypoint(1.0, tuple(meet + [0.05, 0, lift_right]), right_q, 0),
+    ]
+    subtasks = [
+        ("reach for the peg with the right arm and the socket with the left arm", 0, 170 * f),
+        ("grasp the peg and the socket", 170 * f, 220 * f),
+        ("lift both and bring them together in the middle", 220 * f, 285 * f),
+        ("insert the peg into the socket", 285 * f, 1.0),
+    ]
+    return left, right, subtasks
+
+
+_SCRIPTS = {"transfer_cube": _transfer_cube, "insertion": _insertion}
+
+
+def waypoints_for(task: str, objects: np.ndarray, init_xyz: np.ndarray):
+    """(left waypoints, right waypoints, [(subtask text, start, end) as episode fractions])."""
+    task_spec(task)
+    return _SCRIPTS[task](np.asarray(objects, dtype=float), np.asarray(init_xyz, dtype=float))
+
+
+def _interpolate(waypoints: list[Waypoint], t: float) -> tuple[np.ndarray, np.ndarray, float]:
+    for a, b in zip(waypoints[:-1], waypoints[1:]):
+        if a.t <= t <= b.t:
+            s = 0.0 if b.t == a.t else (t - a.t) / (b.t - a.t)
+            xyz = (1 - s) * np.asarray(a.xyz) + s * np.asarray(b.xyz)
+            qa, qb = np.asarray(a.quat), np.asarray(b.quat)
+            if np.dot(qa, qb) < 0:
+                qb = -qb
+            quat = (1 - s) * qa + s * qb
+            return xyz, quat / np.linalg.norm(quat), (1 - s) * a.gripper + s * b.gripper
+    last = waypoints[-1]
+    return np.asarray(last.xyz), np.asarray(last.quat), last.gripper
+
+
+def plan_episode(task: str = "transfer_cube", seed: int = 0, dt_s: float = 0.02,
+                 episode_s: float | None = None) -> ExpertEpisode:
+    """Roll the scripted expert out in the end-effector model; returns the joint commands.
+
+    Deterministic in `seed` (object placement). `dt_s` must be a multiple of
+    the 2 ms physics step.
+    """
+    import mujoco
+
+    from plan_stack.embodiments.aloha.sim import AlohaSim  # reward definitions and object sampling
+
+    spec = task_spec(task)
+    episode_s = spec.episode_s if episode_s is None else float(episode_s)
+    model = load_model(task, end_effector=True)
+    data = mujoco.MjData(model)
+    substeps = int(round(dt_s / model.opt.timestep))
+    if substeps < 1 or abs(substeps * model.opt.timestep - dt_s) > 1e-9:
+        raise ValueError(f"dt_s: {dt_s} is not a multiple of the physics step {model.opt.timestep}")
+    objects = spec.sample_objects(np.random.default_rng(seed))
+
+    qadr = np.array([model.joint(f"vx300s_{a}/{j}").qposadr[0] for a in ARMS for j in ARM_JOINTS])
+    fadr = [model.joint(f"vx300s_{a}/left_finger").qposadr[0] for a in ARMS]
+    mujoco.mj_resetData(model, data)
+    for a in range(2):
+        data.qpos[qadr[6 * a:6 * a + 6]] = START_ARM_POSE
+        data.qpos[fadr[a]] = START_GRIPPER_M
+        data.qpos[fadr[a] + 1] = -START_GRIPPER_M
+    for name, pose in zip(spec.objects, objects):
+        adr = model.joint(model.body(name).jntadr[0]).qposadr[0]
+        data.qpos[adr:adr + 7] = pose
+    mujoco.mj_forward(model, data)
+    init_xyz = np.array([data.body(f"vx300s_{a}/gripper_link").xpos for a in ARMS])
+    left, right, fractions = waypoints_for(task, objects, init_xyz)
+    for a, wps in enumerate((left, right)):
+        data.mocap_pos[a], data.mocap_quat[a] = wps[0].xyz, wps[0].quat
+
+    reward_probe = AlohaSim.__new__(AlohaSim)  # reuse the reward rules on this model's contacts
+    reward_probe.task = spec
+    reward_probe._geom_names = [model.geom(i).name for i in range(model.ngeom)]
+    reward_probe.data = data
+
+    n = int(round(episode_s / dt_s))
+    commands = np.zeros((n, 14))
+    best = 0
+    for k in range(n):
+        # Command k is due at time k*dt: the joint state the welded arm reached there.
+        commands[k, 0:6] = data.qpos[qadr[0:6]]
+        commands[k, 7:13] = data.qpos[qadr[6:12]]
+        t = (k + 1) * dt_s / episode_s
+        grip = []
+        for a, wps in enumerate((left, right)):
+            xyz, quat, g = _interpolate(wps, t)
+            data.mocap_pos[a], data.mocap_quat[a] = xyz, quat
+            grip.append(g)
+        commands[k, 6], commands[k, 13] = grip
+        finger = gripper_to_joint(np.array(grip))
+        data.ctrl[:] = [finger[0], -finger[0], finger[1], -finger[1]]
+        for _ in range(substeps):
+            mujoco.mj_step(model, data)
+        best = reward_probe.reward() if k >= n - 1 else best
+    subtasks = tuple(Subtask(text, s * episode_s, e * episode_s) for text, s, e in fractions)
+    return ExpertEpisode(task, seed, spec.instruction, dt_s, np.arange(n) * dt_s, commands, objects,
+                         subtasks, best)
+
+
+def replay(episode: ExpertEpisode, sim=None, on_step=None) -> int:
+    """Replay the commands on the joint-controlled rig (no ROS); returns the final staged reward.
+
+    `on_step(k, sim)` is called after each control period (recorders use it).
+    """
+    from plan_stack.embodiments.aloha.sim import AlohaSim
+
+    sim = AlohaSim(episode.task) if sim is None else sim
+    sim.reset(object_poses=episode.object_poses)
+    substeps = int(round(episode.dt_s / sim.timestep_s))
+    joint_cmd = stack_to_joint(episode.commands)
+    for k in range(len(joint_cmd)):
+        sim.set_command(joint_cmd[k])
+        sim.step(substeps)
+        if on_step is not None:
+            on_step(k, sim)
+    return sim.reward()

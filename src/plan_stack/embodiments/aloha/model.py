@@ -1,0 +1,251 @@
+"""The ALOHA MuJoCo model: assets, joint naming, gripper units, cameras.
+
+The model and meshes are the ones shipped in the `gym-aloha` package. They are
+loaded through `mujoco.MjSpec` and patched in memory (site-packages is never
+edited):
+
+* the mocap-to-gripper welds of the end-effector models are stiffened from
+  `solimp=".25 .25 0.001"` to `"0.95 0.99 0.001"`: on MuJoCo 3.x the soft
+  weld lets the gripper sag and the cube hand-over fails (sim_notes.md);
+* shadows and multisampling are switched off (the 4096 shadow map makes
+  CPU rendering crawl);
+* a tool-centre site `<arm>_tcp` is added between the fingers of each
+  gripper: the point whose trajectory annotations and ground truth report.
+
+Conventions fixed here and used by the sim, the bridge and the expert:
+
+* joint order per arm: waist, shoulder, elbow, forearm_roll, wrist_angle,
+  wrist_rotate, gripper; names `<arm>_<joint>`, left arm first (14 joints);
+* joint units: radians for the arm; the gripper joint is the left finger's
+  slide position in metres (the right finger mirrors it), as on the real
+  ViperX `left_finger` joint; the stack uses a normalised gripper 0 (closed)
+  .. 1 (open), `normalised = (x - CLOSE_M) / (OPEN_M - CLOSE_M)` with the
+  ACT puppet constants below;
+* cameras `cam_high`, `cam_left_wrist`, `cam_right_wrist` are the model's
+  `top`, `left_wrist`, `right_wrist`; intrinsics follow from `fovy` (square
+  pixels, principal point at the image centre) and poses are reported for
+  the optical frame (x right, y down, z forward).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Callable
+
+import numpy as np
+
+__all__ = [
+    "ARMS", "ARM_JOINTS", "JOINT_NAMES", "CAMERAS", "TASKS", "TaskSpec", "CameraModel",
+    "GRIPPER_OPEN_M", "GRIPPER_CLOSE_M", "WELD_SOLIMP", "AlohaModelError",
+    "asset_dir", "load_model", "camera_model", "camera_pose", "project_points",
+    "gripper_to_joint", "gripper_from_joint", "stack_to_joint", "joint_to_stack",
+]
+
+
+class AlohaModelError(ValueError):
+    """Unknown task, camera or a malformed request against the ALOHA model."""
+
+
+ARMS = ("left", "right")
+ARM_JOINTS = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate")
+JOINT_NAMES = tuple(f"{arm}_{j}" for arm in ARMS for j in (*ARM_JOINTS, "gripper"))
+#: stack camera name -> MuJoCo camera name
+CAMERAS = {"cam_high": "top", "cam_left_wrist": "left_wrist", "cam_right_wrist": "right_wrist"}
+
+#: ACT puppet gripper finger positions (m) for normalised 1 (open) and 0 (closed).
+GRIPPER_OPEN_M = 0.05800
+GRIPPER_CLOSE_M = 0.01844
+#: Stiffened mocap weld impedance (sim_notes.md: the shipped .25 .25 fails the hand-over).
+WELD_SOLIMP = (0.95, 0.99, 0.001)
+#: Tool centre point in the gripper_link frame (m): between the finger pads.
+TCP_OFFSET_M = (0.09, 0.0, 0.0)
+#: Arm joint pose of every episode start (the models' keyframe), per arm.
+START_ARM_POSE = (0.0, -0.96, 1.16, 0.0, -0.3, 0.0)
+START_GRIPPER_M = 0.02239
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """One simulated task: which model files, objects and what success means."""
+
+    name: str
+    joint_xml: str
+    ee_xml: str
+    instruction: str
+    objects: tuple[str, ...]  # body names of the free objects, in qpos order
+    episode_s: float
+    sample_objects: Callable[[np.random.Generator], np.ndarray]  # -> [n_objects, 7] pos+quat
+
+
+def _sample_cube(rng: np.random.Generator) -> np.ndarray:
+    x, y = rng.uniform(0.0, 0.2), rng.uniform(0.4, 0.6)
+    return np.array([[x, y, 0.05, 1.0, 0.0, 0.0, 0.0]])
+
+
+def _sample_insertion(rng: np.random.Generator) -> np.ndarray:
+    peg = [rng.uniform(0.1, 0.2), rng.uniform(0.4, 0.6), 0.05, 1.0, 0.0, 0.0, 0.0]
+    socket = [rng.uniform(-0.2, -0.1), rng.uniform(0.4, 0.6), 0.05, 1.0, 0.0, 0.0, 0.0]
+    return np.array([peg, socket])
+
+
+TASKS: dict[str, TaskSpec] = {
+    "transfer_cube": TaskSpec(
+        "transfer_cube", "bimanual_viperx_transfer_cube.xml", "bimanual_viperx_end_effector_transfer_cube.xml",
+        "pick up the red cube with the right arm and hand it over to the left arm",
+        ("box",), 8.0, _sample_cube,
+    ),
+    "insertion": TaskSpec(
+        "insertion", "bimanual_viperx_insertion.xml", "bimanual_viperx_end_effector_insertion.xml",
+        "pick up the peg and the socket and insert the peg into the socket",
+        ("peg", "socket"), 8.0, _sample_insertion,
+    ),
+}
+
+
+def task_spec(task: str) -> TaskSpec:
+    try:
+        return TASKS[task]
+    except KeyError:
+        raise AlohaModelError(f"task: unknown task {task!r} (known: {sorted(TASKS)})") from None
+
+
+def asset_dir() -> str:
+    """Folder of the gym-aloha MJCF files and meshes."""
+    try:
+        import gym_aloha
+    except ImportError as exc:  # pragma: no cover - pinned in requirements/lock.txt
+        raise AlohaModelError("the ALOHA simulator needs the `gym-aloha` package (pip install gym-aloha)") from exc
+    return os.path.join(os.path.dirname(gym_aloha.__file__), "assets")
+
+
+def load_model(task: str = "transfer_cube", end_effector: bool = False, weld_solimp=WELD_SOLIMP,
+               offscreen_size: tuple[int, int] = (640, 480)):
+    """Compile the task's model with the in-memory patches listed in the module doc.
+
+    `end_effector=True` loads the mocap-driven variant the scripted expert
+    plans in; the default is the joint-position-controlled robot.
+    `offscreen_size` (width, height) must cover every render size used.
+    """
+    import mujoco
+
+    spec_t = task_spec(task)
+    path = os.path.join(asset_dir(), spec_t.ee_xml if end_effector else spec_t.joint_xml)
+    spec = mujoco.MjSpec.from_file(path)
+    for eq in spec.equalities:
+        if eq.type == mujoco.mjtEq.mjEQ_WELD:
+            eq.solimp[:3] = weld_solimp
+    spec.visual.quality.shadowsize = 0
+    spec.visual.quality.offsamples = 0
+    spec.visual.global_.offwidth = max(int(offscreen_size[0]), 1)
+    spec.visual.global_.offheight = max(int(offscreen_size[1]), 1)
+    for arm in ARMS:
+        spec.body(f"vx300s_{arm}/gripper_link").add_site(
+            name=f"{arm}_tcp", pos=list(TCP_OFFSET_M), size=[0.005, 0.005, 0.005], rgba=[0, 0, 0, 0]
+        )
+    return spec.compile()
+
+
+# --- gripper units ----------------------------------------------------------------
+
+
+def gripper_to_joint(normalised):
+    """Normalised gripper (0 closed .. 1 open) -> finger position (m)."""
+    return np.asarray(normalised) * (GRIPPER_OPEN_M - GRIPPER_CLOSE_M) + GRIPPER_CLOSE_M
+
+
+def gripper_from_joint(position_m):
+    """Finger position (m) -> normalised gripper (0 closed .. 1 open)."""
+    return (np.asarray(position_m) - GRIPPER_CLOSE_M) / (GRIPPER_OPEN_M - GRIPPER_CLOSE_M)
+
+
+GRIPPER_INDICES = (6, 13)
+
+
+def stack_to_joint(q: np.ndarray) -> np.ndarray:
+    """14-vector(s) with normalised grippers -> joint units (last axis = joints)."""
+    out = np.array(q, dtype=float, copy=True)
+    out[..., GRIPPER_INDICES] = gripper_to_joint(out[..., GRIPPER_INDICES])
+    return out
+
+
+def joint_to_stack(q: np.ndarray) -> np.ndarray:
+    """14-vector(s) in joint units -> normalised grippers."""
+    out = np.array(q, dtype=float, copy=True)
+    out[..., GRIPPER_INDICES] = gripper_from_joint(out[..., GRIPPER_INDICES])
+    return out
+
+
+# --- cameras --------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraModel:
+    """Pinhole intrinsics of a rendered camera (pixels; centre of pixel (0,0) is (0,0))."""
+
+    name: str
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    @property
+    def K(self) -> np.ndarray:
+        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
+
+
+def _mj_camera(model, name: str) -> int:
+    try:
+        mj_name = CAMERAS[name]
+    except KeyError:
+        raise AlohaModelError(f"camera: unknown camera {name!r} (known: {sorted(CAMERAS)})") from None
+    return model.camera(mj_name).id
+
+
+def camera_model(model, name: str, width: int, height: int) -> CameraModel:
+    """Intrinsics matching MuJoCo's rendering: vertical `fovy`, square pixels.
+
+    MuJoCo's image plane spans the whole image symmetrically, so the optical
+    axis hits the image centre, which is (W-1)/2, (H-1)/2 in the ROS/OpenCV
+    convention where pixel centres sit on integers.
+    """
+    cam = _mj_camera(model, name)
+    fovy = math.radians(float(model.cam_fovy[cam]))
+    f = 0.5 * height / math.tan(0.5 * fovy)
+    return CameraModel(name, int(width), int(height), f, f, (width - 1) / 2.0, (height - 1) / 2.0)
+
+
+_MJ_TO_OPTICAL = np.diag([1.0, -1.0, -1.0])  # MuJoCo camera looks down -z with y up
+
+
+def camera_pose(model, data, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """World pose of the camera's optical frame: (position [3], rotation [3, 3] world_R_optical).
+
+    Needs `mj_forward`/`mj_step` to have run (tracking cameras move).
+    """
+    cam = _mj_camera(model, name)
+    rot = np.asarray(data.cam_xmat[cam]).reshape(3, 3) @ _MJ_TO_OPTICAL
+    return np.array(data.cam_xpos[cam]), rot
+
+
+def world_to_camera(points_world: np.ndarray, pose: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """[N, 3] world points -> [N, 3] points in the optical frame (m)."""
+    pos, rot = pose
+    return (np.asarray(points_world, dtype=float) - pos) @ rot
+
+
+def project_points(points_cam: np.ndarray, cam: CameraModel) -> tuple[np.ndarray, np.ndarray]:
+    """[N, 3] optical-frame points -> ([N, 2] pixel u,v, [N] inside-image mask).
+
+    A point behind the camera (z <= 0) is outside; its u,v are NaN.
+    """
+    p = np.asarray(points_cam, dtype=float).reshape(-1, 3)
+    z = p[:, 2]
+    front = z > 1e-6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(front, cam.fx * p[:, 0] / z + cam.cx, np.nan)
+        v = np.where(front, cam.fy * p[:, 1] / z + cam.cy, np.nan)
+    inside = front & (u >= -0.5) & (u <= cam.width - 0.5) & (v >= -0.5) & (v <= cam.height - 0.5)
+    return np.stack([u, v], axis=1), inside

@@ -1,0 +1,130 @@
+"""Kinematic limits and the check every emitted trajectory must pass.
+
+A trajectory is a grid of samples (period dt) with positions, velocities and
+accelerations per joint. The executed motion between samples is the quintic
+Hermite interpolation a joint_trajectory_controller performs; for the MPC
+backend (constant jerk per interval, exact discretisation) it reproduces the
+optimised piecewise cubic exactly. Limits are checked on the samples:
+|v| and |a| at every sample, jerk as the finite difference of accelerations
+between consecutive samples (the mean jerk over the interval), positions
+against optional bounds. Discrete channels (grippers) are checked against
+their own rate limit on consecutive position differences.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["TrajectoryError", "Limits", "LimitReport", "check_limits", "CHECK_RTOL"]
+
+#: Relative slack of the final check: covers floating-point round-off only.
+CHECK_RTOL = 1e-9
+
+
+class TrajectoryError(ValueError):
+    """Base error of the trajectory library (bad limits, bad shapes, bad chunks)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Per-joint box limits of the continuous joints ([D] arrays, robot units)."""
+
+    v_max: np.ndarray
+    a_max: np.ndarray
+    j_max: np.ndarray
+    q_min: np.ndarray
+    q_max: np.ndarray
+
+    @classmethod
+    def create(cls, dof: int, v_max, a_max, j_max, q_min=None, q_max=None) -> "Limits":
+        """Broadcast scalars or per-joint sequences to [dof] arrays and validate them."""
+
+        def arr(name: str, value, default: float) -> np.ndarray:
+            if value is None or (np.ndim(value) == 1 and len(value) == 0):
+                return np.full(dof, default)
+            a = np.asarray(value, dtype=float)
+            if a.ndim == 0:
+                a = np.full(dof, float(a))
+            if a.shape != (dof,):
+                raise TrajectoryError(f"{name}: expected a scalar or {dof} values, got shape {a.shape}")
+            return a.copy()
+
+        lim = cls(arr("v_max", v_max, np.nan), arr("a_max", a_max, np.nan), arr("j_max", j_max, np.nan),
+                  arr("q_min", q_min, -np.inf), arr("q_max", q_max, np.inf))
+        for name in ("v_max", "a_max", "j_max"):
+            a = getattr(lim, name)
+            if not np.all(np.isfinite(a)) or np.any(a <= 0):
+                raise TrajectoryError(f"{name}: every limit must be finite and > 0, got {a.tolist()}")
+        if np.any(np.isnan(lim.q_min)) or np.any(np.isnan(lim.q_max)) or np.any(lim.q_min >= lim.q_max):
+            raise TrajectoryError(f"q_min: must be below q_max for every joint ({lim.q_min.tolist()} vs {lim.q_max.tolist()})")
+        for a in (lim.v_max, lim.a_max, lim.j_max, lim.q_min, lim.q_max):
+            a.setflags(write=False)
+        return lim
+
+    @property
+    def dof(self) -> int:
+        return int(self.v_max.shape[0])
+
+    def scaled(self, factor: float) -> "Limits":
+        """Limits shrunk by `factor` (< 1) toward zero / the middle of the position range."""
+        finite = np.isfinite(self.q_min) & np.isfinite(self.q_max)
+        mid = np.where(finite, 0.5 * (np.where(finite, self.q_min, 0.0) + np.where(finite, self.q_max, 0.0)), 0.0)
+        return Limits(self.v_max * factor, self.a_max * factor, self.j_max * factor,
+                      np.where(np.isfinite(self.q_min), mid + (self.q_min - mid) * factor, -np.inf),
+                      np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf))
+
+    def subset(self, idx) -> "Limits":
+        return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx])
+
+    def state_ok(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, rtol: float = CHECK_RTOL) -> bool:
+        """True when one state [D] lies inside the position/velocity/acceleration box."""
+        return bool(np.all(np.abs(v) <= self.v_max * (1 + rtol))
+                    and np.all(np.abs(a) <= self.a_max * (1 + rtol))
+                    and np.all(q >= self.q_min - rtol * np.abs(self.q_min))
+                    and np.all(q <= self.q_max + rtol * np.abs(self.q_max)))
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitReport:
+    """Largest |value| / limit over a trajectory (1.0 = exactly at the limit)."""
+
+    v_ratio: float
+    a_ratio: float
+    j_ratio: float
+    q_violation: float  # largest excursion outside [q_min, q_max] (robot units), 0 if none
+    rate_ratio: float  # discrete channels: largest |dq/dt| / rate limit, 0 if none
+    ok: bool
+
+    @property
+    def margin(self) -> float:
+        """1 - the worst ratio: how much headroom is left (negative = violated)."""
+        return 1.0 - max(self.v_ratio, self.a_ratio, self.j_ratio, self.rate_ratio)
+
+
+def check_limits(
+    dt: float,
+    q: np.ndarray,
+    v: np.ndarray,
+    a: np.ndarray,
+    limits: Limits,
+    discrete_q: np.ndarray | None = None,
+    discrete_rate: np.ndarray | None = None,
+    rtol: float = CHECK_RTOL,
+) -> LimitReport:
+    """Check samples [T, D] (and discrete channels [T, Dd]) against the limits."""
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and np.all(np.isfinite(a))):
+        return LimitReport(np.inf, np.inf, np.inf, np.inf, np.inf, False)
+    vr = float(np.max(np.abs(v) / limits.v_max, initial=0.0))
+    ar = float(np.max(np.abs(a) / limits.a_max, initial=0.0))
+    jr = float(np.max(np.abs(np.diff(a, axis=0)) / dt / limits.j_max, initial=0.0)) if len(a) > 1 else 0.0
+    qv = float(max(np.max(limits.q_min - q, initial=0.0), np.max(q - limits.q_max, initial=0.0), 0.0))
+    q_tol = rtol * float(np.max(np.abs(np.concatenate([limits.q_min, limits.q_max])[
+        np.isfinite(np.concatenate([limits.q_min, limits.q_max]))]), initial=1.0))
+    rr = 0.0
+    if discrete_q is not None and discrete_q.size and len(discrete_q) > 1:
+        if not np.all(np.isfinite(discrete_q)):
+            return LimitReport(vr, ar, jr, qv, np.inf, False)
+        rr = float(np.max(np.abs(np.diff(discrete_q, axis=0)) / dt / discrete_rate))
+    ok = max(vr, ar, jr, rr) <= 1.0 + rtol and qv <= q_tol
+    return LimitReport(vr, ar, jr, qv, rr, ok)

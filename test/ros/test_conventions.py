@@ -1,0 +1,133 @@
+"""Node conventions: parameters from config dataclasses, diagnostics, shutdown."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from plan_stack.config import param, validate
+from plan_stack.ros import conventions
+from plan_stack.ros.conventions import Diagnostics, ParameterError, declare_config
+from plan_stack.ros.testing import executor_with, ros_context, spin_until
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    joint_names: tuple[str, ...] = param("joint order")
+    dt: float = param("period (s)", 0.02, min=1e-4, max=1.0)
+    horizon: int = param("steps", 50, min=1, max=500, read_only=True)
+    backend: str = param("solver", "mpc", choices=("mpc", "ruckig"))
+    v_max: float | tuple[float, ...] = param("limit, scalar or per joint", 5.0, min=0.0)
+    gains: tuple[float, ...] = param("optional gains", ())
+
+    def __post_init__(self):
+        validate(self)
+
+
+class ToyNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("toy", **kwargs)
+        self.cfg = declare_config(self, ToyConfig)
+
+
+def _make(ctx, **overrides):
+    return ToyNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+
+
+def test_parameters_are_declared_with_descriptors_and_build_the_config():
+    with ros_context() as ctx:
+        node = _make(ctx, joint_names=["a", "b"], dt=0.01, v_max=[1.0, 2.0])
+        try:
+            assert node.cfg == ToyConfig(joint_names=("a", "b"), dt=0.01, v_max=(1.0, 2.0))
+            desc = node.describe_parameter("dt")
+            assert desc.description == "period (s)"
+            assert desc.floating_point_range[0].from_value == pytest.approx(1e-4)
+            assert node.describe_parameter("horizon").read_only
+            assert node.describe_parameter("v_max").dynamic_typing
+        finally:
+            node.destroy_node()
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({}, r"^joint_names: required parameter is missing"),
+    ({"joint_names": ["a"], "dt": "fast"}, r"^dt: .*"),
+    ({"joint_names": ["a"], "dt": 5.0}, r"^dt: .*"),
+    ({"joint_names": ["a"], "horizon": 0}, r"^horizon: .*"),
+    ({"joint_names": ["a"], "backend": "lqr"}, r"^backend: 'lqr' is not one of"),
+    ({"joint_names": ["a"], "v_max": [1.0, -2.0]}, r"^v_max\[1\]: -2.0 is below the minimum"),
+    ({"joint_names": ["a"], "gains": ["x"]}, r"^gains: .*"),
+])
+def test_bad_parameters_fail_at_start_naming_the_parameter(overrides, match):
+    with ros_context() as ctx:
+        with pytest.raises(ParameterError, match=match) as info:
+            _make(ctx, **overrides)
+        assert "node '/toy'" in str(info.value)
+
+
+def test_diagnostics_publish_on_absolute_topic():
+    with ros_context() as ctx:
+        node = Node("diag_src", namespace="/robot", context=ctx)
+        listener = Node("diag_listener", context=ctx)
+        got = []
+        listener.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
+        diag = Diagnostics(node, period_s=0.05, hardware_id="sim")
+        diag.report("camera", conventions.WARN, "stale frame", age_s=1.5)
+        with executor_with(ctx, node, listener) as ex:
+            assert spin_until(ex, lambda: bool(got), 5.0)
+        status = got[-1].status[0]
+        assert status.name == "diag_src: camera" and status.message == "stale frame"
+        assert status.level == conventions.WARN and status.hardware_id == "sim"
+        assert [(kv.key, kv.value) for kv in status.values] == [("age_s", "1.5")]
+        assert diag.level("camera") == conventions.WARN and diag.level("other") is None
+
+
+def test_qos_by_name_rejects_unknown_profiles():
+    assert conventions.qos_by_name("sensor") is conventions.SENSOR_QOS
+    with pytest.raises(conventions.ConfigError, match="qos: unknown profile 'fastest'"):
+        conventions.qos_by_name("fastest")
+
+
+# A node process built with the conventions, as every lib/plan_stack executable is.
+_PROCESS = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    from test_conventions import ToyNode
+    from plan_stack.ros.conventions import node_main
+    sys.exit(node_main(ToyNode)())
+""")
+
+
+def _spawn(*ros_args):
+    code = _PROCESS.format(here=os.path.dirname(__file__))
+    return subprocess.Popen([sys.executable, "-c", code, "--ros-args", *ros_args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_process_with_bad_parameter_exits_2_with_message():
+    proc = _spawn("-p", "joint_names:=[a]", "-p", "dt:=7.0")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2, out
+    assert "invalid parameter dt:" in out and "node '/toy'" in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_process_stops_cleanly_on_signal(sig):
+    proc = _spawn("-p", "joint_names:=[a]")
+    with ros_context() as ctx:  # wait until the node is up (signal handlers installed)
+        probe = Node("probe", context=ctx)
+        with executor_with(ctx, probe) as ex:
+            assert spin_until(ex, lambda: "toy" in probe.get_node_names(), 30.0, step_s=0.05)
+    assert proc.poll() is None
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out
