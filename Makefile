@@ -32,6 +32,11 @@ build: $(STAMP)
 test:
 	$(ENV) && python -m pytest $(PYTEST_ARGS)
 
+# Scripted ALOHA expert driving the embedded simulator through the bridge;
+# prints success, writes an MCAP bag and a PNG contact sheet to out/demo.
+demo:
+	$(ENV) && python -m plan_stack.embodiments.aloha.demo --out $(CURDIR)/out/demo
+
 bench:
 	$(ENV) && for b in bench/*.py; do python $$b; done
 

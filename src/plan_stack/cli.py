@@ -12,6 +12,10 @@ import sys
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("plan_stack.bringup", "start the nodes of config/<robot>.yaml"),
+    "record-demos": ("plan_stack.embodiments.record_demos",
+                     "record scripted demonstrations, --robot aloha|franka|drive (MCAP + annotations)"),
+    "train-action-head": ("plan_stack.actions.train_cli", "train the flow-matching action head (resumable)"),
+    "train-drafter": ("plan_stack.planning.train_cli", "train the VFlash drafter for a target (resumable)"),
 }
 
 

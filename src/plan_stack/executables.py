@@ -15,10 +15,30 @@ import sys
 # Node executables, installed to lib/plan_stack.  Add a node here only when it
 # exists and works: `plan-stack up` and the launch files start what is listed
 # in config/<robot>.yaml and check it against this table.
-NODES: dict[str, str] = {}
+NODES: dict[str, str] = {
+    "aloha_sim": "plan_stack.embodiments.aloha.sim_node:main",
+    "aloha_bridge": "plan_stack.embodiments.aloha.bridge_node:main",
+    "drive_sim": "plan_stack.embodiments.drive.sim_node:main",
+    "drive_bridge": "plan_stack.embodiments.drive.bridge_node:main",
+    "franka_sim": "plan_stack.embodiments.franka.sim_node:main",
+    "franka_bridge": "plan_stack.embodiments.franka.bridge_node:main",
+    "ingest": "plan_stack.ingest.node:main",
+    "stitcher": "plan_stack.trajectory.node:main",
+    "chunker": "plan_stack.actions.node:main",
+}
 
 # Node classes for in-process bring-up, keyed like NODES.
-NODE_CLASSES: dict[str, str] = {}
+NODE_CLASSES: dict[str, str] = {
+    "aloha_sim": "plan_stack.embodiments.aloha.sim_node:AlohaSimNode",
+    "aloha_bridge": "plan_stack.embodiments.aloha.bridge_node:AlohaBridgeNode",
+    "drive_sim": "plan_stack.embodiments.drive.sim_node:DriveSimNode",
+    "drive_bridge": "plan_stack.embodiments.drive.bridge_node:DriveBridgeNode",
+    "franka_sim": "plan_stack.embodiments.franka.sim_node:FrankaSimNode",
+    "franka_bridge": "plan_stack.embodiments.franka.bridge_node:FrankaBridgeNode",
+    "ingest": "plan_stack.ingest.node:IngestNode",
+    "stitcher": "plan_stack.trajectory.node:StitcherNode",
+    "chunker": "plan_stack.actions.node:ChunkerNode",
+}
 
 # Commands installed to bin/.
 COMMANDS: dict[str, str] = {

@@ -56,6 +56,16 @@ def test_parameters_are_declared_with_descriptors_and_build_the_config():
             node.destroy_node()
 
 
+def test_empty_list_defaults_are_typed_settable_and_default_when_unset():
+    with ros_context() as ctx:
+        unset = _make(ctx, joint_names=["a"])
+        assert unset.cfg.gains == ()
+        unset.destroy_node()
+        node = _make(ctx, joint_names=["a"], gains=[0.5, 2.0])
+        assert node.cfg.gains == (0.5, 2.0)
+        node.destroy_node()
+
+
 @pytest.mark.parametrize("overrides, match", [
     ({}, r"^joint_names: required parameter is missing"),
     ({"joint_names": ["a"], "dt": "fast"}, r"^dt: .*"),

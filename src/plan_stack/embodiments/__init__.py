@@ -1,6 +1,14 @@
 """Embodiments: simulators, bridges and scripted experts (aloha/, franka/, drive/).
 
-Shared ROS-free pieces live at this level: joint-trajectory interpolation
-(`joint_trajectory`) and trajectory validation against joint limits
-(`validation`), so every bridge and simulator follows the same rules.
+Shared pieces live at this level, so every embodiment follows the same rules:
+
+* ROS-free: joint-trajectory interpolation (`joint_trajectory`), trajectory
+  validation, URDF limits and the stop profile (`validation`), pinhole
+  cameras, projection and segmentation (`camera`), annotation pieces
+  (`annotation`), the rosbag2 writer and recorder options (`recording`);
+* node side: the simulator node's physics thread, rate dividers, clock and
+  camera publishing and pose/camera_info messages (`node_common`), the arm
+  bridge node (`arm_bridge_node`), JointTrajectory conversion
+  (`trajectory_convert`);
+* `plan-stack record-demos --robot {aloha,franka,drive}` (`record_demos`).
 """

@@ -32,7 +32,7 @@ class SyncConfig:
     max_spread: float = param(
         "largest allowed spread (newest - oldest stamp) of the frames in one set, s", 0.015, min=0.0, max=10.0)
     max_age: float = param(
-        "a set never contains a frame older than this relative to the newest input stamp, s",
+        "a set never contains a frame older than this relative to the newest camera frame, s",
         0.25, min=0.001, max=60.0)
     queue_size: int = param("frames kept per camera stream while waiting for partners", 10, min=1, max=1000,
                             read_only=True)
@@ -99,6 +99,9 @@ class IngestConfig:
                            choices=("sensor", "sensor_data", "reliable"), read_only=True)
     joint_qos: str = param("QoS profile of the joint_states subscription", "sensor",
                            choices=("sensor", "sensor_data", "reliable"), read_only=True)
+    joint_queue_depth: int = param(
+        "history depth of the joint_states subscription: absorbs bursts of joint states while a frame is "
+        "processed; deeper only adds lag when the node cannot keep up", 10, min=1, max=10000, read_only=True)
     observation_qos: str = param("QoS profile of the observation publisher", "reliable",
                                  choices=("reliable", "sensor", "latched"), read_only=True)
     instruction: str = param("instruction copied into each Observation until one arrives on `instruction`", "")

@@ -214,6 +214,15 @@ class TokenSets:
         self.oof = vocab[V.OOF]
         self.coords_oof = torch.cat([self.coords, torch.tensor([self.oof])])
         self._single: dict[int, torch.Tensor] = {}
+        self._index: dict[tuple[str, int], "_LayoutIndex"] = {}
+
+    def index(self, layout: "Layout") -> "_LayoutIndex":
+        """Vectorised view of a layout (cached): used by the gate and `select_block`."""
+        key = (layout.kind, layout.waypoints)
+        idx = self._index.get(key)
+        if idx is None:
+            idx = self._index[key] = _LayoutIndex(self, layout)
+        return idx
 
     def single(self, token_id: int) -> torch.Tensor:
         t = self._single.get(token_id)
@@ -325,6 +334,13 @@ class Grammar:
             raise LayoutError("budget too small to close the primitive")
         return torch.cat([s.coords_oof if part.oof else s.coords, s.single(s.vocab[part.end])])
 
+    def copy(self) -> "Grammar":
+        """Independent copy for speculative look-ahead (shares the token sets)."""
+        g = object.__new__(Grammar)
+        g.__dict__.update(self.__dict__)
+        g.emitted, g._values = list(self.emitted), list(self._values)
+        return g
+
     def min_length(self) -> int:
         """Tokens after the start token of the shortest primitive this grammar admits."""
         if self.layout is not None:
@@ -381,20 +397,45 @@ class Grammar:
             self._axis, self._wp = -1, self._wp + 1
 
 
-def check_block(sets: TokenSets, layout: Layout, tokens: Sequence[int]) -> int:
+class _LayoutIndex:
+    """Slot indices of one layout as tensors (positions 1..B-1 -> rows 0..B-2)."""
+
+    def __init__(self, sets: TokenSets, layout: Layout):
+        slots = layout.slots[1:]
+        self.mask = sets.layout_mask(layout)  # [B-1, V]
+        fixed = [j for j, s in enumerate(slots) if s.token is not None]
+        self.fixed = torch.tensor(fixed, dtype=torch.long)
+        self.fixed_tok = torch.tensor([sets.vocab[slots[j].token] for j in fixed], dtype=torch.long)
+        self.coord = torch.tensor([j for j, s in enumerate(slots) if s.token is None], dtype=torch.long)
+        self.pair_u = torch.tensor([j for j, s in enumerate(slots) if s.oof and s.axis == "u"], dtype=torch.long)
+        self.box = [j for j, s in enumerate(slots) if s.box_index == 0]
+
+
+def check_block(sets: TokenSets, layout: Layout, tokens: Sequence[int] | torch.Tensor) -> int:
     """Index (1-based block position) of the first illegal token, or 0 if the block is valid.
 
     `tokens` are positions 1..B-1 (without the start token). This is the schema
-    part of the gate A_s: delimiters, coordinate sets, box ordering, `<oof>` pairs.
+    part of the gate A_s: delimiters, coordinate sets, box ordering, `<oof>`
+    pairs. Vectorised; agrees with walking `Grammar` token by token (tested).
     """
-    if len(tokens) != layout.block_size - 1:
-        return min(len(tokens), layout.block_size - 1) + 1
-    g = Grammar(sets, layout)
-    for j, t in enumerate(tokens):
-        if not g.is_legal(int(t)):
-            return j + 1
-        g.advance(int(t))
-    return 0
+    n = layout.block_size - 1
+    if len(tokens) != n:
+        return min(len(tokens), n) + 1
+    t = torch.as_tensor(tokens, dtype=torch.long).view(-1)
+    if bool(((t < 0) | (t >= sets.vocab.size)).any()):
+        return int(((t < 0) | (t >= sets.vocab.size)).nonzero()[0, 0]) + 1
+    idx = sets.index(layout)
+    ok = idx.mask[torch.arange(n), t].clone()
+    if idx.pair_u.numel():
+        u_oof, v_oof = t[idx.pair_u] == sets.oof, t[idx.pair_u + 1] == sets.oof
+        ok[idx.pair_u + 1] &= u_oof == v_oof  # the v of a pair breaks the pairing rule
+    for j in idx.box:
+        for a in (0, 1):
+            lo, hi = sets.vocab.coord_value(int(t[j + a])), sets.vocab.coord_value(int(t[j + a + 2]))
+            if lo is not None and hi is not None and hi <= lo:
+                ok[j + a + 2] = False
+    bad = (~ok).nonzero()
+    return 0 if bad.numel() == 0 else int(bad[0, 0]) + 1
 
 
 # --- constrained selection on drafter logits ---------------------------------------------
@@ -421,32 +462,21 @@ def select_block(sets: TokenSets, layout: Layout, logits: torch.Tensor) -> torch
     if logits.shape[0] != layout.block_size - 1:
         raise LayoutError(f"logits have {logits.shape[0]} positions, layout needs {layout.block_size - 1}")
     logits = logits.detach().float()
-    slots = layout.slots[1:]
+    idx = sets.index(layout)
     coords = sets.coords
     coord_logits = logits[:, coords]  # [B-1, 1001]
-    out = torch.empty(len(slots), dtype=torch.long)
-    best_coord = coord_logits.argmax(-1)
-    j = 0
-    while j < len(slots):
-        slot = slots[j]
-        if slot.token is not None:
-            out[j] = sets.vocab[slot.token]
-            j += 1
-        elif slot.box_index == 0:  # u1 v1 u2 v2
-            u1, u2, _ = _best_ordered(coord_logits[j], coord_logits[j + 2])
-            v1, v2, _ = _best_ordered(coord_logits[j + 1], coord_logits[j + 3])
-            out[j:j + 4] = coords[torch.tensor([u1, v1, u2, v2])]
-            j += 4
-        elif slot.oof and slot.axis == "u":
-            cu, cv = coord_logits[j, best_coord[j]], coord_logits[j + 1, best_coord[j + 1]]
-            if logits[j, sets.oof] + logits[j + 1, sets.oof] > cu + cv:
-                out[j] = out[j + 1] = sets.oof
-            else:
-                out[j], out[j + 1] = coords[best_coord[j]], coords[best_coord[j + 1]]
-            j += 2
-        else:
-            out[j] = coords[best_coord[j]]
-            j += 1
+    best_val, best = coord_logits.max(-1)
+    out = coords[best]
+    out[idx.fixed] = idx.fixed_tok
+    if idx.pair_u.numel():
+        u, v = idx.pair_u, idx.pair_u + 1
+        oof = logits[u, sets.oof] + logits[v, sets.oof] > best_val[u] + best_val[v]
+        out[u[oof]] = sets.oof
+        out[v[oof]] = sets.oof
+    for j in idx.box:  # u1 v1 u2 v2
+        u1, u2, _ = _best_ordered(coord_logits[j], coord_logits[j + 2])
+        v1, v2, _ = _best_ordered(coord_logits[j + 1], coord_logits[j + 3])
+        out[j:j + 4] = coords[torch.tensor([u1, v1, u2, v2])]
     return out
 
 

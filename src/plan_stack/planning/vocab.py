@@ -38,7 +38,7 @@ CONTROL_TOKENS: tuple[str, ...] = (PAD, EOS, VISION_START, IMAGE_PAD, VISION_END
 class Vocab:
     """Ids of the special tokens in one tokenizer (looked up once, used in hot loops)."""
 
-    ids: dict[str, int]
+    ids: dict[str, int] = dataclasses.field(repr=False)
     size: int
     eos_ids: tuple[int, ...]
 

@@ -131,24 +131,29 @@ def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind) -> ParameterDe
     return desc
 
 
-def _declared_value(f: dataclasses.Field, kind: FieldKind) -> Any:
-    """Default to declare with, or the Parameter.Type for a required field."""
+_REQUIRED = object()
+
+
+def _declaration(f: dataclasses.Field, kind: FieldKind) -> tuple[Any, Any]:
+    """(value to declare with, value to use when the parameter stays unset).
+
+    Required fields and empty-list defaults are declared statically typed but
+    uninitialised (rclpy cannot infer an element type from `[]`); an unset
+    required field is an error, an unset empty list keeps its default.
+    """
     if f.default is not dataclasses.MISSING:
         default = f.default
     elif f.default_factory is not dataclasses.MISSING:
         default = f.default_factory()
     else:
-        default = None
-    if default is None or (isinstance(default, (tuple, list)) and not default and not kind.dynamic):
-        # Required, or an empty list whose element type rclpy cannot infer.
+        default = _REQUIRED
+    empty_list = isinstance(default, (tuple, list)) and not default
+    if default is _REQUIRED or (empty_list and not kind.dynamic):
         if kind.dynamic:
-            return None
+            return None, default
         ros_type = _SCALAR_TYPES[kind.scalar] if kind.scalar else _ARRAY_TYPES[kind.item]
-        ptype = Parameter.Type(ros_type)
-        return ptype if default is None else Parameter(f.name, ptype, [])
-    if isinstance(default, tuple):
-        return list(default)
-    return default
+        return Parameter.Type(ros_type), default
+    return (list(default) if isinstance(default, tuple) else default), default
 
 
 def declare_config(node: Node, cls: type[C], prefix: str = "", **fixed: Any) -> C:
@@ -163,19 +168,18 @@ def declare_config(node: Node, cls: type[C], prefix: str = "", **fixed: Any) -> 
         if name in fixed:
             continue
         pname = f"{prefix}.{name}" if prefix else name
-        declared = _declared_value(f, kind)
+        declared, unset = _declaration(f, kind)
         try:
-            if isinstance(declared, Parameter):
-                node.declare_parameter(pname, declared.value, _descriptor(pname, f, kind))
-            else:
-                node.declare_parameter(pname, declared, _descriptor(pname, f, kind))
+            node.declare_parameter(pname, declared, _descriptor(pname, f, kind))
             value = node.get_parameter(pname).value
         except ParameterUninitializedException:
-            raise _param_error(node, f"{pname}: required parameter is missing") from None
+            value = None
         except (InvalidParameterTypeException, InvalidParameterValueException) as exc:
             raise _param_error(node, f"{pname}: {exc}") from None
         if value is None:
-            raise _param_error(node, f"{pname}: required parameter is missing")
+            if unset is _REQUIRED:
+                raise _param_error(node, f"{pname}: required parameter is missing")
+            value = unset
         if hasattr(value, "tolist"):  # array.array / numpy arrays from rclpy
             value = value.tolist()
         elif isinstance(value, tuple):

@@ -36,6 +36,8 @@ def executor_with(ctx: Context, *nodes, threads: int = 4) -> Iterator[Executor]:
     try:
         yield ex
     finally:
+        for n in nodes:
+            ex.remove_node(n)
         ex.shutdown(timeout_sec=2.0)
         for n in nodes:
             close = getattr(n, "close", None)

@@ -13,6 +13,8 @@ their own rate limit on consecutive position differences.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 
 import numpy as np
 
@@ -57,10 +59,15 @@ class Limits:
             if not np.all(np.isfinite(a)) or np.any(a <= 0):
                 raise TrajectoryError(f"{name}: every limit must be finite and > 0, got {a.tolist()}")
         if np.any(np.isnan(lim.q_min)) or np.any(np.isnan(lim.q_max)) or np.any(lim.q_min >= lim.q_max):
-            raise TrajectoryError(f"q_min: must be below q_max for every joint ({lim.q_min.tolist()} vs {lim.q_max.tolist()})")
+            raise TrajectoryError(
+                f"q_min: must be below q_max for every joint ({lim.q_min.tolist()} vs {lim.q_max.tolist()})")
         for a in (lim.v_max, lim.a_max, lim.j_max, lim.q_min, lim.q_max):
             a.setflags(write=False)
         return lim
+
+    @functools.cached_property
+    def has_position_limits(self) -> bool:
+        return bool(np.isfinite(self.q_min).any() or np.isfinite(self.q_max).any())
 
     @property
     def dof(self) -> int:
@@ -113,18 +120,21 @@ def check_limits(
     rtol: float = CHECK_RTOL,
 ) -> LimitReport:
     """Check samples [T, D] (and discrete channels [T, Dd]) against the limits."""
-    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and np.all(np.isfinite(a))):
+    if not math.isfinite(q.sum() + v.sum() + a.sum()):  # any NaN/inf makes the sum non-finite
         return LimitReport(np.inf, np.inf, np.inf, np.inf, np.inf, False)
-    vr = float(np.max(np.abs(v) / limits.v_max, initial=0.0))
-    ar = float(np.max(np.abs(a) / limits.a_max, initial=0.0))
-    jr = float(np.max(np.abs(np.diff(a, axis=0)) / dt / limits.j_max, initial=0.0)) if len(a) > 1 else 0.0
-    qv = float(max(np.max(limits.q_min - q, initial=0.0), np.max(q - limits.q_max, initial=0.0), 0.0))
-    q_tol = rtol * float(np.max(np.abs(np.concatenate([limits.q_min, limits.q_max])[
-        np.isfinite(np.concatenate([limits.q_min, limits.q_max]))]), initial=1.0))
+    vr = float((np.abs(v) / limits.v_max).max(initial=0.0))
+    ar = float((np.abs(a) / limits.a_max).max(initial=0.0))
+    jr = float((np.abs(np.diff(a, axis=0)) / (dt * limits.j_max)).max(initial=0.0)) if len(a) > 1 else 0.0
+    qv = 0.0
+    q_tol = 0.0
+    if limits.has_position_limits:
+        qv = float(max((limits.q_min - q).max(initial=0.0), (q - limits.q_max).max(initial=0.0), 0.0))
+        finite = np.concatenate([limits.q_min, limits.q_max])
+        q_tol = rtol * float(np.abs(finite[np.isfinite(finite)]).max(initial=1.0))
     rr = 0.0
     if discrete_q is not None and discrete_q.size and len(discrete_q) > 1:
-        if not np.all(np.isfinite(discrete_q)):
+        if not math.isfinite(discrete_q.sum()):
             return LimitReport(vr, ar, jr, qv, np.inf, False)
-        rr = float(np.max(np.abs(np.diff(discrete_q, axis=0)) / dt / discrete_rate))
+        rr = float((np.abs(np.diff(discrete_q, axis=0)) / (dt * discrete_rate)).max())
     ok = max(vr, ar, jr, rr) <= 1.0 + rtol and qv <= q_tol
     return LimitReport(vr, ar, jr, qv, rr, ok)

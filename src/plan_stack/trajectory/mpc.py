@@ -13,18 +13,24 @@ the jerks j_0..j_{N-1} (N = M - 1 for M samples). Cost, summed over t = 1..N:
     w_trk (q_t - r_t)² + w_vel v_t² + w_acc a_t² + w_jerk Σ j²
     + settle only: w_term (q_N - r_N)² + w_stop_v v_N² + w_stop_a a_N²
 
-subject to |v_t| <= v_max, |a_t| <= a_max, |j_t| <= j_max, q_min <= q_t <= q_max,
-with the limits shrunk by `limit_margin` so the solver's tolerance can never
-push an emitted sample past the real limit.
+subject to |v_t| <= v_max, |a_t| <= a_max, |j_t| <= j_max, q_min <= q_t <= q_max
+and the brake condition |v_t + c a_t| <= v_max (c = a_max / 2 j_max: from every
+emitted sample a jerk-limited stop stays inside v_max, so any sample can be the
+next chunk's start state), with the limits shrunk by `limit_margin` so round-off
+can never push an emitted sample past the real limit.
 
 Structure exploited: the Hessian depends only on (N, dt, weights, mode), not on
-the joint or the reference, so its Cholesky factorisation is done once per
-shape and the unconstrained optimum of all joints is two small matrix
+the joint or the reference, so its Cholesky factorisation (and H⁻¹) is done
+once per shape and the unconstrained optimum of all joints is two small matrix
 products. The unconstrained optimum of a strictly convex QP that satisfies
-every bound *is* the constrained optimum, so OSQP (set up once per shape on
-the sparse state-space form, warm-started from the closed-form solution) runs
-only for joints where a bound binds. The jerks it returns are re-integrated
-exactly from x0, so dynamics and the start state hold to round-off.
+every bound *is* the constrained optimum, so a QP solver runs only for joints
+where a bound binds: either the exact dual active-set method on the condensed
+problem (`qp_solver="active_set"`, default), or OSQP (set up once per shape on
+the sparse state-space form, warm-started from the closed-form solution) whose
+active set then warm-starts the active-set method, which certifies or
+corrects it: OSQP's ADMM alone can stop short of the optimum on these
+ill-conditioned problems. The jerks are re-integrated exactly from x0, so
+dynamics and the start state hold to round-off.
 """
 from __future__ import annotations
 
@@ -35,10 +41,13 @@ import time
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+import osqp
+from osqp import SolverStatus
 
+from plan_stack.trajectory.active_set import QpStatus, dual_active_set
 from plan_stack.trajectory.limits import Limits, TrajectoryError
 
-__all__ = ["MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed"]
+__all__ = ["MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed", "brake_coefficient"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +57,10 @@ class MpcWeights:
     tracking: float = 1.0
     velocity: float = 0.0
     acceleration: float = 1e-5
-    jerk: float = 1e-7
-    terminal: float = 10.0
-    stop_velocity: float = 1.0
-    stop_acceleration: float = 1e-2
+    jerk: float = 1e-6
+    terminal: float = 1.0
+    stop_velocity: float = 1e-3
+    stop_acceleration: float = 1e-6
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -95,18 +104,15 @@ def condensed(n_steps: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
     Returns T [3, N, 3] and G [3, N, N] (component q/v/a, step k -> state k+1).
     """
     A, B = discretisation(dt)
-    T = np.zeros((3, n_steps, 3))
-    G = np.zeros((3, n_steps, n_steps))
+    T = np.empty((3, n_steps, 3))
+    AkB = np.empty((n_steps, 3))  # A^m B
     Ak = np.eye(3)
-    AkB = [B]
     for k in range(n_steps):
+        AkB[k] = Ak @ B
         Ak = A @ Ak
         T[:, k, :] = Ak
-        if k:
-            AkB.append(A @ AkB[-1])
-    for k in range(n_steps):
-        for i in range(k + 1):
-            G[:, k, i] = AkB[k - i]
+    lag = np.arange(n_steps)[:, None] - np.arange(n_steps)[None, :]  # k - i
+    G = np.where(lag[None] >= 0, AkB[np.clip(lag, 0, None)].transpose(2, 0, 1), 0.0)
     return T, G
 
 
@@ -138,6 +144,8 @@ class _Shape:
         self.Kr = scipy.linalg.cho_solve(cho, Gq.T * wq[None, :])  # [N, N]
         self.Lx = self.T_all + self.G_all @ self.Kx  # [3N, 3]
         self.Lr = self.G_all @ self.Kr  # [3N, N]
+        self.H_inv = scipy.linalg.cho_solve(cho, np.eye(N))
+        self.C_all = np.vstack([self.G_all, np.eye(N)])  # rows: q, v, a (after each step), j
         self._osqp = None
 
     # --- sparse state-space QP for OSQP, in scaled units (q, dt v, dt² a, dt³ j) --------
@@ -145,8 +153,6 @@ class _Shape:
     def osqp(self, settings: dict):
         """The OSQP solver of this shape (set up on first use, then only updated)."""
         if self._osqp is None:
-            import osqp
-
             N, dt = self.n, self.dt
             nv = 4 * N
             pd = np.empty(nv)
@@ -168,7 +174,16 @@ class _Shape:
                             if As[c, cc]:
                                 rows.append(r); cols.append(4 * (k - 1) + cc); vals.append(-As[c, cc])
             dyn = sp.csc_matrix((vals, (rows, cols)), shape=(3 * N, nv))
-            A = sp.vstack([dyn, sp.identity(nv)], format="csc")
+            # Brake rows: dt·(v + c a) = ṽ + (c/dt) ã; c is per joint, set by `osqp_vectors` via Ax_idx.
+            k = np.arange(N)
+            brake = sp.csc_matrix((np.concatenate([np.ones(N), np.ones(N)]),
+                                   (np.concatenate([k, k]), np.concatenate([4 * k + 1, 4 * k + 2]))), shape=(N, nv))
+            A = sp.vstack([dyn, sp.identity(nv), brake], format="csc")
+            A.sort_indices()
+            first_brake_row = 3 * N + nv
+            self._brake_idx = np.array([
+                A.indptr[4 * i + 2] + int(np.flatnonzero(A.indices[A.indptr[4 * i + 2]:A.indptr[4 * i + 3]]
+                                                         == first_brake_row + i)[0]) for i in range(N)])
             self._As = As
             solver = osqp.OSQP()
             solver.setup(P, np.zeros(nv), A, np.zeros(A.shape[0]), np.zeros(A.shape[0]), **settings)
@@ -176,7 +191,7 @@ class _Shape:
         return self._osqp
 
     def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int):
-        """q, l, u of joint d (x0 [3], ref [N]) in the scaled sparse form."""
+        """q, l, u, brake-row coefficients of joint d (x0 [3], ref [N]) in the scaled sparse form."""
         N, dt = self.n, self.dt
         s0 = np.array([x0[0], dt * x0[1], dt * dt * x0[2]])
         qv = np.zeros(4 * N)
@@ -189,7 +204,9 @@ class _Shape:
         lo[1::4], hi[1::4] = -dt * lim.v_max[d], dt * lim.v_max[d]
         lo[2::4], hi[2::4] = -dt**2 * lim.a_max[d], dt**2 * lim.a_max[d]
         lo[3::4], hi[3::4] = -dt**3 * lim.j_max[d], dt**3 * lim.j_max[d]
-        return qv, np.concatenate([dyn, lo]), np.concatenate([dyn, hi])
+        vb = np.full(N, dt * lim.v_max[d])
+        coeff = np.full(N, brake_coefficient(lim)[d] / dt)
+        return qv, np.concatenate([dyn, lo, -vb]), np.concatenate([dyn, hi, vb]), coeff
 
     def scaled_x(self, states: np.ndarray, jerks: np.ndarray) -> np.ndarray:
         """Pack states [3N] (q..,v..,a..) and jerks [N] of one joint into the OSQP vector."""
@@ -202,16 +219,61 @@ class _Shape:
         return x
 
 
-def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, n: int) -> np.ndarray:
-    """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box."""
-    q, v, a = S[:n], S[n:2 * n], S[2 * n:]
-    return (
-        np.any(np.abs(v) > lim.v_max, axis=0)
-        | np.any(np.abs(a) > lim.a_max, axis=0)
-        | np.any(np.abs(J) > lim.j_max, axis=0)
-        | np.any(q < lim.q_min, axis=0)
-        | np.any(q > lim.q_max, axis=0)
-    )
+def brake_coefficient(lim: Limits) -> np.ndarray:
+    """c [D] such that |v + c·a| <= v_max guarantees a jerk-limited stop without exceeding v_max.
+
+    Braking from acceleration a changes v by a²/(2 j_max) <= |a|·a_max/(2 j_max) = c|a|: every
+    sample the MPC emits (any of which can become the next chunk's start state) is recoverable.
+    """
+    return lim.a_max / (2.0 * lim.j_max)
+
+
+def _dense_constraints(sh: "_Shape", x0: np.ndarray, lim: Limits, d: int):
+    """Condensed constraints of joint d, rows scaled by their limit: lo <= C j <= hi.
+
+    Row blocks (N each): q, v, a (after each step), j, brake (v + c·a).
+    """
+    N = sh.n
+    c = float(brake_coefficient(lim)[d])
+    free = np.concatenate([sh.T_all @ x0, np.zeros(N)])
+    free_b = free[N:2 * N] + c * free[2 * N:3 * N]
+    finite = [abs(x) for x in (lim.q_min[d], lim.q_max[d]) if np.isfinite(x)]
+    qs = max([1.0, *finite])
+    big = np.concatenate([np.full(N, qs), np.full(N, lim.v_max[d]), np.full(N, lim.a_max[d]),
+                          np.full(N, lim.j_max[d]), np.full(N, lim.v_max[d])])
+    lo = np.concatenate([np.full(N, lim.q_min[d]) - free[:N], -big[N:4 * N] - free[N:], -lim.v_max[d] - free_b])
+    hi = np.concatenate([np.full(N, lim.q_max[d]) - free[:N], big[N:4 * N] - free[N:], lim.v_max[d] - free_b])
+    C = np.vstack([sh.C_all, sh.G_all[N:2 * N] + c * sh.G_all[2 * N:]])
+    return C / big[:, None], lo / big, hi / big
+
+
+def _osqp_active_set(res, n_steps: int) -> list[tuple[int, float]]:
+    """Active bounds from OSQP's duals (< 0: lower, > 0: upper) as condensed rows (q, v, a, j blocks)."""
+    if res.y is None or not np.all(np.isfinite(res.y)):
+        return []
+    yb = res.y[3 * n_steps:]  # after the dynamics rows: 4 bound rows per step (q, v, a, j), then N brake rows
+    thr = 1e-6 * max(1.0, float(np.max(np.abs(yb), initial=0.0)))
+    out = []
+    for idx in np.flatnonzero(np.abs(yb) > thr):
+        if idx < 4 * n_steps:
+            k, comp = divmod(int(idx), 4)
+            row = comp * n_steps + k
+        else:
+            row = int(idx)  # brake block: condensed rows 4N.. in the same order
+        out.append((row, 1.0 if yb[idx] < 0 else -1.0))
+    return out
+
+
+def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int) -> np.ndarray:
+    """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition)."""
+    v, a = S[n:2 * n], S[2 * n:]
+    bad = (np.maximum(np.abs(v), np.abs(v + c * a)) > lim.v_max).any(0)
+    bad |= (np.abs(a) > lim.a_max).any(0)
+    bad |= (np.abs(J) > lim.j_max).any(0)
+    if lim.has_position_limits:
+        q = S[:n]
+        bad |= ((q < lim.q_min) | (q > lim.q_max)).any(0)
+    return bad
 
 
 class JointMpc:
@@ -226,21 +288,28 @@ class JointMpc:
         self,
         weights: MpcWeights = MpcWeights(),
         limit_margin: float = 1e-3,
-        eps: float = 1e-7,
+        eps: float = 1e-4,
         max_iter: int = 4000,
         time_limit_s: float = 0.0,
+        qp_solver: str = "osqp",
     ) -> None:
         if not 0 <= limit_margin < 0.5:
             raise TrajectoryError(f"limit_margin: must be in [0, 0.5), got {limit_margin!r}")
+        if qp_solver not in ("osqp", "active_set"):
+            raise TrajectoryError(f"qp_solver: must be 'osqp' or 'active_set', got {qp_solver!r}")
         self.weights = weights
+        self.qp_solver = qp_solver
         self.limit_margin = limit_margin
         self._settings = dict(
-            verbose=False, eps_abs=eps, eps_rel=eps, max_iter=max_iter, polish=True,
-            polish_refine_iter=5, warm_starting=True,
+            verbose=False, eps_abs=eps, eps_rel=eps, max_iter=max_iter, polishing=True,
+            polish_refine_iter=3, warm_starting=True, rho=1.0, check_termination=5,
         )
         if time_limit_s > 0:
             self._settings["time_limit"] = time_limit_s
         self._shapes: dict[tuple[int, float, bool], _Shape] = {}
+        self._qp_for: Limits | None = None
+        self._qp_lim: Limits | None = None
+        self._brake = np.zeros(0)
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
         key = (n_steps, float(dt), bool(settle))
@@ -249,9 +318,21 @@ class JointMpc:
             s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle)
         return s
 
+    def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc):
+        """OSQP on the sparse form of joint d, warm-started from the closed-form solution."""
+        solver = sh.osqp(self._settings)
+        qv, lo, hi, coeff = sh.osqp_vectors(x0, r, lim, d)
+        solver.update(q=qv, l=lo, u=hi, Ax=coeff, Ax_idx=sh._brake_idx)
+        solver.warm_start(x=sh.scaled_x(s_unc, j_unc))
+        res = solver.solve(raise_error=False)  # status is checked below
+        return res, int(res.info.iter)
+
     def qp_limits(self, limits: Limits) -> Limits:
-        """The (shrunk) limits the QP is posed with."""
-        return limits.scaled(1.0 - self.limit_margin)
+        """The (shrunk) limits the QP is posed with (cached per Limits object)."""
+        if self._qp_for is not limits:
+            self._qp_for, self._qp_lim = limits, limits.scaled(1.0 - self.limit_margin)
+            self._brake = brake_coefficient(self._qp_lim)
+        return self._qp_lim
 
     def solve(self, x0: np.ndarray, ref: np.ndarray, dt: float, limits: Limits, settle: bool = False) -> MpcResult:
         """x0 [3, D] start state (q, v, a rows); ref [M, D] reference (row 0 unused)."""
@@ -265,26 +346,33 @@ class JointMpc:
         R = ref[1:]
         J = sh.Kx @ x0 + sh.Kr @ R  # [N, D]
         S = sh.Lx @ x0 + sh.Lr @ R  # [3N, D]
-        bad = np.flatnonzero(_violates(S, J, lim, N))
+        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N))
         failed: list[int] = []
         iters = 0
-        if bad.size:
-            solver = sh.osqp(self._settings)
-            for d in bad:
-                qv, lo, hi = sh.osqp_vectors(x0[:, d], R[:, d], lim, int(d))
-                solver.update(q=qv, l=lo, u=hi)
-                solver.warm_start(x=sh.scaled_x(S[:, d], J[:, d]))
-                res = solver.solve()
-                iters += int(res.info.iter)
-                if res.info.status_val != 1 or res.x is None or not np.all(np.isfinite(res.x)):
-                    failed.append(int(d))
-                    continue
-                jd = np.clip(res.x[3::4] / dt**3, -lim.j_max[d], lim.j_max[d])
-                J[:, d] = jd
-                S[:, d] = sh.T_all @ x0[:, d] + sh.G_all @ jd
-        q = np.vstack([x0[0:1], S[:N]])
-        v = np.vstack([x0[1:2], S[N:2 * N]])
-        a = np.vstack([x0[2:3], S[2 * N:]])
+        for d in (int(i) for i in bad):
+            guess: list[tuple[int, float]] = []
+            if self.qp_solver == "osqp":
+                res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
+                iters += n_it
+                # Whatever OSQP ended with (solved, inaccurate, iteration cap, infeasible), the
+                # active-set method below decides exactly; OSQP's duals only warm-start it.
+                if res.info.status_val in (int(SolverStatus.OSQP_SOLVED), int(SolverStatus.OSQP_SOLVED_INACCURATE),
+                                           int(SolverStatus.OSQP_MAX_ITER_REACHED)):
+                    guess = _osqp_active_set(res, N)
+            # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
+            C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
+            jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, guess=guess)
+            iters += steps
+            if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
+                failed.append(d)
+                continue
+            jd = np.clip(jd, -lim.j_max[d], lim.j_max[d])
+            J[:, d] = jd
+            S[:, d] = sh.T_all @ x0[:, d] + sh.G_all @ jd
+        out = np.empty((3, M, D))
+        out[:, 0] = x0
+        out[:, 1:] = S.reshape(3, N, D)
+        q, v, a = out
         return MpcResult(
             q, v, a, J,
             MpcStatus.SOLVER_FAILED if failed else MpcStatus.OK,

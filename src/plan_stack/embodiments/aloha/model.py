@@ -29,16 +29,17 @@ Conventions fixed here and used by the sim, the bridge and the expert:
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import Callable
 
 import numpy as np
 
+from plan_stack.embodiments.camera import CameraModel, optical_pose, pinhole_model
+
 __all__ = [
-    "ARMS", "ARM_JOINTS", "JOINT_NAMES", "CAMERAS", "TASKS", "TaskSpec", "CameraModel",
+    "ARMS", "ARM_JOINTS", "JOINT_NAMES", "CAMERAS", "TASKS", "TaskSpec",
     "GRIPPER_OPEN_M", "GRIPPER_CLOSE_M", "WELD_SOLIMP", "AlohaModelError",
-    "asset_dir", "load_model", "camera_model", "camera_pose", "project_points",
+    "asset_dir", "load_model", "camera_model", "camera_pose",
     "gripper_to_joint", "gripper_from_joint", "stack_to_joint", "joint_to_stack",
 ]
 
@@ -179,23 +180,6 @@ def joint_to_stack(q: np.ndarray) -> np.ndarray:
 # --- cameras --------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class CameraModel:
-    """Pinhole intrinsics of a rendered camera (pixels; centre of pixel (0,0) is (0,0))."""
-
-    name: str
-    width: int
-    height: int
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-
-    @property
-    def K(self) -> np.ndarray:
-        return np.array([[self.fx, 0.0, self.cx], [0.0, self.fy, self.cy], [0.0, 0.0, 1.0]])
-
-
 def _mj_camera(model, name: str) -> int:
     try:
         mj_name = CAMERAS[name]
@@ -205,19 +189,8 @@ def _mj_camera(model, name: str) -> int:
 
 
 def camera_model(model, name: str, width: int, height: int) -> CameraModel:
-    """Intrinsics matching MuJoCo's rendering: vertical `fovy`, square pixels.
-
-    MuJoCo's image plane spans the whole image symmetrically, so the optical
-    axis hits the image centre, which is (W-1)/2, (H-1)/2 in the ROS/OpenCV
-    convention where pixel centres sit on integers.
-    """
-    cam = _mj_camera(model, name)
-    fovy = math.radians(float(model.cam_fovy[cam]))
-    f = 0.5 * height / math.tan(0.5 * fovy)
-    return CameraModel(name, int(width), int(height), f, f, (width - 1) / 2.0, (height - 1) / 2.0)
-
-
-_MJ_TO_OPTICAL = np.diag([1.0, -1.0, -1.0])  # MuJoCo camera looks down -z with y up
+    """Intrinsics of ALOHA camera `name` as MuJoCo renders it (`camera.pinhole_model`)."""
+    return pinhole_model(model, _mj_camera(model, name), name, width, height)
 
 
 def camera_pose(model, data, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -225,27 +198,4 @@ def camera_pose(model, data, name: str) -> tuple[np.ndarray, np.ndarray]:
 
     Needs `mj_forward`/`mj_step` to have run (tracking cameras move).
     """
-    cam = _mj_camera(model, name)
-    rot = np.asarray(data.cam_xmat[cam]).reshape(3, 3) @ _MJ_TO_OPTICAL
-    return np.array(data.cam_xpos[cam]), rot
-
-
-def world_to_camera(points_world: np.ndarray, pose: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """[N, 3] world points -> [N, 3] points in the optical frame (m)."""
-    pos, rot = pose
-    return (np.asarray(points_world, dtype=float) - pos) @ rot
-
-
-def project_points(points_cam: np.ndarray, cam: CameraModel) -> tuple[np.ndarray, np.ndarray]:
-    """[N, 3] optical-frame points -> ([N, 2] pixel u,v, [N] inside-image mask).
-
-    A point behind the camera (z <= 0) is outside; its u,v are NaN.
-    """
-    p = np.asarray(points_cam, dtype=float).reshape(-1, 3)
-    z = p[:, 2]
-    front = z > 1e-6
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = np.where(front, cam.fx * p[:, 0] / z + cam.cx, np.nan)
-        v = np.where(front, cam.fy * p[:, 1] / z + cam.cy, np.nan)
-    inside = front & (u >= -0.5) & (u <= cam.width - 0.5) & (v >= -0.5) & (v <= cam.height - 0.5)
-    return np.stack([u, v], axis=1), inside
+    return optical_pose(data, _mj_camera(model, name))

@@ -23,6 +23,7 @@ from plan_stack.embodiments.aloha.model import (
     load_model,
     task_spec,
 )
+from plan_stack.embodiments.camera import segmentation_ids
 
 __all__ = ["AlohaSim", "CameraRenderer", "MAX_REWARD"]
 
@@ -185,15 +186,7 @@ class CameraRenderer:
 
     def segmentation(self, name: str) -> np.ndarray:
         """[H, W] geom id per pixel (-1 background), for tests and boxes."""
-        self._renderer.enable_segmentation_rendering()
-        try:
-            self._renderer.update_scene(self.sim.data, camera=CAMERAS[name])
-            seg = self._renderer.render()
-        finally:
-            self._renderer.disable_segmentation_rendering()
-        ids = seg[:, :, 0].astype(np.int64)
-        ids[seg[:, :, 1] != 5] = -1  # mjOBJ_GEOM = 5; anything else is background
-        return ids
+        return segmentation_ids(self._renderer, self.sim.data, CAMERAS[name])
 
     def pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         return camera_pose(self.sim.model, self.sim.data, name)

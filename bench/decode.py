@@ -1,0 +1,177 @@
+"""Decoding benchmark: AR vs DFlash vs VFlash on the same target, inputs and machine (batch size 1).
+
+For each target size (Qwen3-VL shaped, random weights: timing only) and each
+output (box B=6, robot 2D+3D P=10 B=54, dual-arm 2D+3D P=10 B=108, drive
+2D+3D P=20 B=84, ~36-token sub-task text), every decoder decodes the same
+prompt (one image). Primitive rows receive the same supplied tool-call JSON
+and start token (as in the paper's latency runs) and stop after the
+primitive; the text row decodes `--text-tokens` tokens.
+
+Columns
+* target_params  target parameters (vision tower included)
+* decoder        ar | dflash | vflash
+* output         box | robot_2d3d | dual_2d3d | drive_2d3d | text
+* block_size     declared B (text: the 16-position DFlash block)
+* decode_ms      mean decode time (prefill and vision excluded), warm-up excluded
+* p95_ms, worst_ms
+* prefill_ms, vision_ms   mean
+* target_forwards, drafter_forwards   per run (prefill counted as one target forward)
+* tau            tokens committed per target forward (decode tokens / target forwards)
+* gate           VFlash gate outcomes "accepted/fallback"
+* peak_mb        CPU: process peak RSS so far (MB, process-wide); CUDA: max allocated in this row
+* speedup_vs_ar, speedup_vs_dflash   decode_ms ratios on the same row group
+
+The drafter is untrained (5 layers, width 256 unless changed): VFlash
+primitives are accepted by the schema gate regardless, while DFlash accepts
+few text proposals from an untrained drafter; τ is reported as measured.
+
+    python bench/decode.py [--sizes 9m,40m] [--reps 5] [--threads 1] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SIZES = {
+    # name: tiny_target kwargs (Qwen3-VL shaped)
+    "9m": dict(hidden=256, layers=8, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vision_hidden=128,
+               vision_depth=2),
+    "40m": dict(hidden=512, layers=12, heads=8, kv_heads=4, head_dim=64, intermediate=1536, vision_hidden=192,
+                vision_depth=2),
+}
+OUTPUTS = [  # name, start token, block size
+    ("box", "<box>", 6),
+    ("robot_2d3d", "<robot_single_2d>", 54),
+    ("dual_2d3d", "<robot_single_2d>", 108),
+    ("drive_2d3d", "<drive_2d>", 84),
+    ("text", None, 16),
+]
+COLUMNS = ["target_params", "decoder", "output", "block_size", "decode_ms", "p95_ms", "worst_ms", "prefill_ms",
+           "vision_ms", "target_forwards", "drafter_forwards", "tau", "gate", "peak_mb", "speedup_vs_ar",
+           "speedup_vs_dflash"]
+
+
+def _peak_mb(device: str) -> float:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    import numpy as np
+    import torch
+
+    from plan_stack.planning import layouts as L
+    from plan_stack.planning.decoding import Decoder, DecoderConfig
+    from plan_stack.planning.drafter import new_drafter, num_params
+    from plan_stack.planning.target import tiny_target
+
+    torch.set_num_threads(args.threads)
+    rows: list[dict] = []
+    rng = np.random.default_rng(args.seed)
+    image = (rng.random((args.image_height, args.image_width, 3)) * 255).astype(np.uint8)
+    print(" | ".join(COLUMNS), flush=True)
+    for size in args.sizes.split(","):
+        target = tiny_target("vl", seed=args.seed, **SIZES[size])
+        torch.manual_seed(args.seed)
+        drafter = new_drafter(target, width=args.drafter_width, layers=args.drafter_layers, heads=4, kv_heads=2,
+                              head_dim=args.drafter_width // 4, intermediate=3 * args.drafter_width)
+        if args.device == "cuda":
+            target.model.cuda()
+            drafter.cuda()
+        n_params = num_params(target.model)
+        dec = Decoder(target, drafter, DecoderConfig(budget=4096))
+        prompt = target.encode_prompt(args.prompt, [image])
+        print(f"# target {size}: {n_params / 1e6:.1f}M params, drafter {num_params(drafter) / 1e6:.1f}M, "
+              f"prompt {prompt.input_ids.numel()} tokens", file=sys.stderr)
+        for output, start, block in OUTPUTS:
+            if output == "text":
+                prefix: list[int] = []
+                budget = args.text_tokens
+            else:
+                prefix = target.tokenizer.encode(L.tool_call_text(block) + start, add_special_tokens=False)
+                budget = len(prefix) + block - 1  # stop right after the primitive
+            group = {}
+            for decoder in ("ar", "dflash", "vflash"):
+                if args.device == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                times, results = [], []
+                for rep in range(args.reps + 1):  # first run is warm-up
+                    res = dec.generate(prompt, decoder=decoder, budget=budget, response_prefix=prefix,
+                                       image_size=(args.image_width, args.image_height))
+                    if args.device == "cuda":
+                        torch.cuda.synchronize()
+                    if rep:
+                        times.append(res.stats.decode_ms)
+                        results.append(res)
+                st = results[-1].stats
+                if output != "text" and not results[-1].primitives:
+                    print(f"# warning: {decoder} {output}: no primitive decoded ({results[-1].errors})",
+                          file=sys.stderr)
+                times_sorted = sorted(times)
+                row = {
+                    "target_params": n_params, "decoder": decoder, "output": output, "block_size": block,
+                    "decode_ms": statistics.fmean(times),
+                    "p95_ms": times_sorted[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))],
+                    "worst_ms": times_sorted[-1],
+                    "prefill_ms": statistics.fmean(r.stats.prefill_ms for r in results),
+                    "vision_ms": statistics.fmean(r.stats.vision_ms for r in results),
+                    "target_forwards": st.target_forwards, "drafter_forwards": st.drafter_forwards,
+                    "tau": st.tau, "gate": f"{st.gate_accepted}/{st.gate_fallback}",
+                    "peak_mb": _peak_mb(args.device),
+                }
+                group[decoder] = row
+                rows.append(row)
+            for row in group.values():
+                row["speedup_vs_ar"] = group["ar"]["decode_ms"] / row["decode_ms"]
+                row["speedup_vs_dflash"] = group["dflash"]["decode_ms"] / row["decode_ms"]
+            _print_rows(list(group.values()))
+    return rows
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def _print_rows(rows: list[dict]) -> None:
+    for r in rows:
+        print(" | ".join(_fmt(r[c]) for c in COLUMNS), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="9m,40m", help=f"comma-separated target sizes ({','.join(SIZES)})")
+    p.add_argument("--reps", type=int, default=5, help="timed runs per row (after one warm-up run)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--text-tokens", type=int, default=36)
+    p.add_argument("--drafter-width", type=int, default=256)
+    p.add_argument("--drafter-layers", type=int, default=5)
+    p.add_argument("--image-width", type=int, default=128)
+    p.add_argument("--image-height", type=int, default=96)
+    p.add_argument("--prompt", default="plan the next motion of the gripper")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write the rows as a JSON list to this path")
+    args = p.parse_args(argv)
+    for s in args.sizes.split(","):
+        if s not in SIZES:
+            p.error(f"unknown size {s!r} (known: {', '.join(SIZES)})")
+    rows = run(args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""ALOHA demo: sim + bridge + scripted expert driving the robot through the bridge.
+
+    python -m plan_stack.embodiments.aloha.demo --out DIR [--seed 0] [--task transfer_cube]
+
+Brings up `aloha_sim` and `aloha_bridge` in this process (real rclpy nodes
+over DDS, on sim time), plans the scripted expert, retimes its joint path to
+the bridge's limits, sends it as one `ExecuteTrajectory` goal, records the
+graph's topics into `DIR/demo_<task>_<seed>/` (rosbag2 MCAP) and writes a
+contact sheet of camera frames `DIR/demo_<task>_<seed>.png`. Prints whether
+the task was solved (ground-truth reward 4); exit status 0 on success.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from plan_stack.embodiments.joint_trajectory import Trajectory
+from plan_stack.embodiments.validation import JointLimits, check_trajectory
+
+__all__ = ["retime", "expert_trajectory", "main"]
+
+LEAD_IN_S = 0.25  # the first expert sample is due this long after the goal starts (no jump from the present state)
+
+
+def _monotone_slopes(times: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """PCHIP slopes: the cubic through them never overshoots the samples (grippers stay in 0..1)."""
+    from scipy.interpolate import PchipInterpolator
+
+    vel = PchipInterpolator(times, q, axis=0).derivative()(times)
+    vel[0] = vel[-1] = 0.0
+    return vel
+
+
+def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: float = 0.8,
+           max_rounds: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """Times and velocities for a sampled joint path so its cubic curve respects `limits`.
+
+    Each step is stretched so that the finite-difference velocity stays below
+    `margin` x the limit, stretches are smoothed over neighbouring steps, and
+    the whole profile is slowed down further until `check_trajectory`
+    accepts it. Velocities are PCHIP slopes (no overshoot). Returns (times [N] from 0, velocities [N, D]).
+    """
+    q = np.asarray(positions, dtype=float)
+    step = np.abs(np.diff(q, axis=0)) / (margin * limits.velocity * dt_s)
+    stretch = np.maximum(1.0, step.max(axis=1))
+    k = 5  # smooth the time warp over +-k steps (keeps accelerations low where it changes)
+    padded = np.pad(stretch, k, mode="edge")
+    stretch = np.max(np.lib.stride_tricks.sliding_window_view(padded, 2 * k + 1), axis=1)
+    scale = 1.0
+    for _ in range(max_rounds):
+        times = np.concatenate([[0.0], np.cumsum(dt_s * stretch * scale)])
+        vel = _monotone_slopes(times, q)
+        traj = Trajectory(limits.joint_names, 1.0, times + LEAD_IN_S, q, vel)
+        verdict = check_trajectory(traj, limits.joint_names, limits, now_s=1.0)
+        if verdict.ok:
+            return times, vel
+        scale *= 1.15
+    raise ValueError(f"retime: no feasible timing after {max_rounds} rounds: {verdict.message}")
+
+
+SMOOTH_SIGMA_STEPS = 3.0  # Gaussian smoothing of the 50 Hz expert path (60 ms): rounds its waypoint corners
+
+
+def expert_trajectory(task: str, seed: int, limits: JointLimits):
+    """(episode, Trajectory in stack units with stamp 0) the bridge accepts.
+
+    The expert's 50 Hz joint path has velocity kinks at every waypoint
+    (linear end-effector interpolation) which a real arm's acceleration
+    limits do not allow at full speed: it is smoothed, clipped to the joint
+    range (the end-effector planner may graze a limit by a few micro-radians)
+    and retimed (`retime`).
+    """
+    from scipy.ndimage import gaussian_filter1d
+
+    from plan_stack.embodiments.aloha.expert import plan_episode
+
+    episode = plan_episode(task, seed)
+    q = gaussian_filter1d(episode.commands, SMOOTH_SIGMA_STEPS, axis=0, mode="nearest")
+    q = np.clip(q, limits.lower, limits.upper)
+    times, vel = retime(q, episode.dt_s, limits)
+    return episode, Trajectory(limits.joint_names, 0.0, times + LEAD_IN_S, q, vel)
+
+
+def contact_sheet(frames: list[tuple[float, dict[str, np.ndarray]]], path: str) -> None:
+    """Rows = moments, columns = cameras; written as PNG."""
+    import cv2
+
+    rows = []
+    for t, images in frames:
+        row = np.concatenate([images[c] for c in sorted(images)], axis=1)
+        row = row.copy()
+        cv2.putText(row, f"t={t:.1f}s", (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1)
+        rows.append(row)
+    sheet = np.concatenate(rows, axis=0)
+    if not cv2.imwrite(path, cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR)):
+        raise OSError(f"out: cannot write {path}")
+
+
+def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_factor: float = 1.0,
+             width: int = 320, height: int = 240, timeout_s: float = 120.0) -> bool:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from rclpy.action import ActionClient
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.serialization import serialize_message
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+    from sensor_msgs.msg import CameraInfo, Image, JointState
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import Int32, String
+    from trajectory_msgs.msg import JointTrajectory
+
+    from plan_stack.action import ExecuteTrajectory
+    from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits
+    from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode
+    from plan_stack.embodiments.aloha.model import CAMERAS, task_spec
+    from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
+    from plan_stack.embodiments.recording import new_bag_path
+    from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
+    from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
+    from plan_stack.ros.image import image_to_numpy
+    from plan_stack.ros.testing import executor_with, ros_context, spin_until
+
+    stem = f"demo_{task}_{seed:04d}"
+    bag_path = new_bag_path(out, stem)
+    out_dir = bag_path.parent
+    limits = load_limits(AlohaBridgeConfig())
+    episode, traj = expert_trajectory(task, seed, limits)
+    print(f"{task} seed {seed}: expert planned ({len(traj.times_s)} points over {traj.times_s[-1]:.1f} s after retiming)")
+
+    spec = task_spec(task)
+    topics = {"/joint_states": JointState, "/ground_truth/reward": Int32}
+    for cam in CAMERAS:
+        topics[f"/cameras/{cam}/image_raw"] = Image
+        topics[f"/cameras/{cam}/camera_info"] = CameraInfo
+    for name in (*spec.objects, "left_gripper", "right_gripper"):
+        topics[f"/ground_truth/{name}/pose"] = PoseStamped
+    for ctrl in ("left_arm_controller", "right_arm_controller", "left_gripper_controller", "right_gripper_controller"):
+        topics[f"/{ctrl}/joint_trajectory"] = JointTrajectory
+    extra = {"/instruction": String, "/execute_trajectory/goal": JointTrajectory}
+    typestore = get_typestore(Stores.ROS2_KILTED)
+    writer = Writer(bag_path, version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.open()
+    conns = {t: writer.add_connection(t, cls.__module__.split(".")[0] + "/msg/" + cls.__name__, typestore=typestore)
+             for t, cls in {**topics, **extra}.items()}
+    frames: list[tuple[float, dict[str, np.ndarray]]] = []
+    latest: dict[str, np.ndarray] = {}
+    state = {"reward": 0, "sheet_next": 0.0}
+    duration = float(traj.times_s[-1])
+    sheet_period = duration / 5.0
+    try:
+        with ros_context() as ctx:
+            sim = AlohaSimNode(context=ctx, parameter_overrides=[
+                Parameter("task", value=task), Parameter("seed", value=seed),
+                Parameter("real_time_factor", value=real_time_factor),
+                Parameter("camera_width", value=width), Parameter("camera_height", value=height)])
+            sim.sim.reset(object_poses=episode.object_poses)  # the scene the expert planned for
+            bridge = AlohaBridgeNode(context=ctx, parameter_overrides=[Parameter("use_sim_time", value=True)])
+            rec = Node("demo_recorder", context=ctx, parameter_overrides=[Parameter("use_sim_time", value=True)])
+
+            def now_ns() -> int:
+                return rec.get_clock().now().nanoseconds
+
+            def record(topic):
+                def cb(msg):
+                    writer.write(conns[topic], now_ns(), serialize_message(msg))
+                    if topic == "/ground_truth/reward":
+                        state["reward"] = msg.data
+                    elif topic.endswith("image_raw"):
+                        latest[topic.split("/")[2]] = image_to_numpy(msg).copy()
+                return cb
+
+            for topic, cls in topics.items():
+                qos = RELIABLE_QOS if cls in (Int32, JointTrajectory) else SENSOR_QOS
+                rec.create_subscription(cls, topic, record(topic), qos)
+            client = ActionClient(rec, ExecuteTrajectory, "/execute_trajectory")
+            with executor_with(ctx, sim, bridge, rec) as ex:
+                if not spin_until(ex, lambda: bridge._follower is not None and client.server_is_ready(), 30.0):
+                    raise RuntimeError("demo: the bridge did not come up (no joint_states or action server)")
+                goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
+                writer.write(conns["/instruction"], now_ns(), serialize_message(String(data=episode.instruction)))
+                writer.write(conns["/execute_trajectory/goal"], now_ns(), serialize_message(goal.trajectory))
+                sent = client.send_goal_async(goal)
+                if not spin_until(ex, sent.done, 10.0) or not sent.result().accepted:
+                    raise RuntimeError("demo: goal not accepted")
+                result_future = sent.result().get_result_async()
+                t_wall = time.monotonic()
+
+                def progress() -> bool:
+                    t = now_ns() * 1e-9
+                    if t >= state["sheet_next"] and len(latest) == len(CAMERAS):
+                        frames.append((t, dict(latest)))
+                        state["sheet_next"] = t + sheet_period
+                    return result_future.done()
+
+                if not spin_until(ex, progress, timeout_s):
+                    raise RuntimeError(f"demo: the goal did not finish within {timeout_s} s")
+                result = result_future.result().result
+                settle = now_ns() * 1e-9 + 0.5
+                spin_until(ex, lambda: now_ns() * 1e-9 >= settle, 10.0)
+                if latest:
+                    frames.append((now_ns() * 1e-9, dict(latest)))
+                print(f"bridge result: error_code {result.error_code} {result.error_string!r} "
+                      f"({time.monotonic() - t_wall:.1f} s wall)")
+    finally:
+        writer.close()
+    sheet = str(out_dir / f"{stem}.png")
+    if frames:
+        contact_sheet(frames, sheet)
+    success = state["reward"] >= 4
+    print(f"{'SUCCESS' if success else 'FAILURE'}: {task} seed {seed}, final reward {state['reward']}/4")
+    print(f"bag: {bag_path}  contact sheet: {sheet}")
+    return success
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m plan_stack.embodiments.aloha.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="output directory (bag + PNG)")
+    parser.add_argument("--task", default="transfer_cube", choices=["transfer_cube", "insertion"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--real-time-factor", type=float, default=1.0, help="0 = as fast as possible")
+    parser.add_argument("--width", type=int, default=320)
+    parser.add_argument("--height", type=int, default=240)
+    args = parser.parse_args(argv)
+    try:
+        ok = run_demo(args.out, args.task, args.seed, args.real_time_factor, args.width, args.height)
+    except (RuntimeError, FileExistsError, ValueError) as exc:
+        print(f"demo failed: {exc}", file=sys.stderr)
+        return 2
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""`aloha_sim`: the embedded ALOHA, speaking a real ALOHA driver's ROS interfaces.
+
+Publishes (node-relative unless absolute): `/clock` (the sim owns time),
+`joint_states` (14 joints, joint units), `cameras/<name>/image_raw` (rgb8)
+and `cameras/<name>/camera_info`, and privileged ground truth for evaluators:
+`ground_truth/<object>/pose`, `ground_truth/<arm>_gripper/pose` (tool-centre
+point; geometry_msgs/PoseStamped in `world`) and `ground_truth/reward`
+(std_msgs/Int32, staged task reward, 4 = solved). Accepts
+trajectory_msgs/JointTrajectory on `<controller>/joint_trajectory` for the
+two arm and two gripper controllers, with joint_trajectory_controller
+semantics (see `plan_stack.embodiments.joint_trajectory`).
+
+Physics runs on its own thread (which also owns the GL context for
+rendering), stepping on sim time either as fast as the machine allows
+(`real_time_factor: 0`) or paced to `real_time_factor` x wall time.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Header, Int32
+from trajectory_msgs.msg import JointTrajectory
+
+from plan_stack.config import ConfigError, param, validate
+from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
+from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M, TASKS
+from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+from plan_stack.embodiments.node_common import (
+    CameraPublisher,
+    ClockPublisher,
+    Every,
+    SimNode,
+    follow_trajectory_msg,
+    pose_msg,
+)
+from plan_stack.ros import conventions
+
+__all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AlohaSimConfig:
+    """Parameters of the embedded ALOHA simulator (node `aloha_sim`)."""
+
+    task: str = param("task: transfer_cube or insertion", "transfer_cube", choices=tuple(TASKS), read_only=True)
+    seed: int = param("seed of the object placement", 0, min=0, read_only=True)
+    real_time_factor: float = param("sim seconds per wall second; 0 = as fast as possible", 1.0, min=0.0, max=100.0)
+    joint_state_rate_hz: float = param("joint_states publish rate (sim time)", 50.0, min=1.0, max=500.0)
+    clock_rate_hz: float = param("/clock publish rate (sim time)", 250.0, min=1.0, max=500.0)
+    camera_rate_hz: float = param("camera publish rate (sim time); 0 disables rendering", 10.0, min=0.0, max=60.0)
+    camera_width: int = param("rendered image width (px)", 320, min=16, max=1920, read_only=True)
+    camera_height: int = param("rendered image height (px)", 240, min=16, max=1080, read_only=True)
+    cameras: tuple[str, ...] = param("cameras to render (cam_high, cam_left_wrist, cam_right_wrist)",
+                                     tuple(CAMERAS), read_only=True)
+    ground_truth_rate_hz: float = param("privileged ground-truth publish rate (sim time)", 10.0, min=0.0, max=500.0)
+    left_arm_controller: str = param("left arm controller name (topic prefix)", "left_arm_controller", read_only=True)
+    right_arm_controller: str = param("right arm controller name", "right_arm_controller", read_only=True)
+    left_gripper_controller: str = param("left gripper controller name", "left_gripper_controller", read_only=True)
+    right_gripper_controller: str = param("right gripper controller name", "right_gripper_controller", read_only=True)
+    world_frame: str = param("frame of the ground-truth poses", "world", read_only=True)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        unknown = [c for c in self.cameras if c not in CAMERAS]
+        if unknown:
+            raise ConfigError(f"cameras: unknown camera(s) {unknown} (known: {sorted(CAMERAS)})")
+        for rate in ("joint_state_rate_hz", "clock_rate_hz", "camera_rate_hz", "ground_truth_rate_hz"):
+            value = getattr(self, rate)
+            if value > 500.0:  # the physics step is 2 ms
+                raise ConfigError(f"{rate}: {value} Hz exceeds the 500 Hz physics rate")
+
+
+class AlohaSimNode(SimNode):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("aloha_sim", **kwargs)
+        cfg = conventions.declare_config(self, AlohaSimConfig)
+        self.cfg = cfg
+        from plan_stack.embodiments.aloha.sim import AlohaSim
+
+        self.sim = AlohaSim(cfg.task, offscreen_size=(cfg.camera_width, cfg.camera_height))
+        self.sim.reset(seed=cfg.seed)
+        self._lock = threading.Lock()
+        self.diagnostics = conventions.Diagnostics(self, 1.0)
+        start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
+        self._followers: dict[str, TrajectoryFollower] = {}
+        self._index: dict[str, list[int]] = {}
+        for key, joints in ARM_CONTROLLER_JOINTS.items():
+            cols = [JOINT_NAMES.index(j) for j in joints]
+            self._followers[key] = TrajectoryFollower(joints, start[cols])
+            self._index[key] = cols
+            controller = getattr(cfg, f"{key}_controller")
+            self.create_subscription(
+                JointTrajectory, f"{controller}/joint_trajectory",
+                lambda msg, k=key: follow_trajectory_msg(self, k, self._followers[k], msg, self._lock,
+                                                         lambda: self.sim.time_s),
+                conventions.RELIABLE_QOS)
+        self._clock = ClockPublisher(self, cfg.clock_rate_hz)
+        self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        self._cameras = CameraPublisher(self, {c: f"{c}_optical_frame" for c in cfg.cameras}, cfg.camera_rate_hz)
+        self._obj_pub = {o: self.create_publisher(PoseStamped, f"ground_truth/{o}/pose", conventions.SENSOR_QOS)
+                         for o in self.sim.task.objects}
+        self._grip_pub = {a: self.create_publisher(PoseStamped, f"ground_truth/{a}_gripper/pose", conventions.SENSOR_QOS)
+                          for a in ("left", "right")}
+        self._reward_pub = self.create_publisher(Int32, "ground_truth/reward", conventions.RELIABLE_QOS)
+        self._js, self._gt = Every(cfg.joint_state_rate_hz), Every(cfg.ground_truth_rate_hz)
+        self._cmd = np.zeros(14)
+        self.start_physics("aloha_sim_physics", cfg.real_time_factor)
+
+    # --- physics thread ---------------------------------------------------------
+
+    def open_renderer(self):
+        if not self._cameras.enabled:
+            return None
+        from plan_stack.embodiments.aloha.sim import CameraRenderer
+
+        return CameraRenderer(self.sim, self.cfg.camera_width, self.cfg.camera_height, tuple(self._cameras.frames))
+
+    def physics_step(self) -> None:
+        t = self.sim.time_s
+        with self._lock:
+            for key, follower in self._followers.items():
+                self._cmd[self._index[key]] = follower.sample(t).positions
+        self.sim.set_command(self._cmd)
+        self.sim.step()
+
+    def publish_due(self, t: float, stamp: Time, renderer) -> None:
+        self._clock.tick(t, stamp)
+        if self._js.due(t):
+            self._publish_joint_states(stamp)
+        if self._gt.due(t):
+            self._publish_ground_truth(stamp)
+        if renderer is not None:
+            self._cameras.tick(t, stamp, renderer.render, renderer.models)
+
+    def _publish_joint_states(self, stamp: Time) -> None:
+        msg = JointState(header=Header(stamp=stamp), name=list(JOINT_NAMES))
+        msg.position = self.sim.joint_positions().tolist()
+        msg.velocity = self.sim.joint_velocities().tolist()
+        self._js_pub.publish(msg)
+
+    def _publish_ground_truth(self, stamp: Time) -> None:
+        header = Header(stamp=stamp, frame_id=self.cfg.world_frame)
+        for name, pose in self.sim.object_poses().items():
+            self._obj_pub[name].publish(pose_msg(header, pose))
+        for arm, pose in self.sim.tcp_poses().items():
+            self._grip_pub[arm].publish(pose_msg(header, pose))
+        self._reward_pub.publish(Int32(data=int(self.sim.reward())))
+
+
+main = conventions.node_main(AlohaSimNode)

@@ -1,0 +1,88 @@
+"""`drive_bridge`: VisualPlan drive waypoints -> `drive_trajectory` for a driving stack's follower.
+
+Subscribes `plan` (plan_stack/VisualPlan) and `odom` (nav_msgs/Odometry);
+publishes `drive_trajectory` (plan_stack/DriveTrajectory, Autoware
+Trajectory-compatible, poses in the odometry frame, stamp = the plan's
+stamp). The first `drive_3d`/`drive_2d3d` primitive is converted and
+checked (`embodiments.drive.trajectory`), anchored with the ego pose at the
+plan's stamp and forwarded; infeasible, malformed, stale or unanchorable
+plans are reported on /diagnostics and publish nothing. A watchdog timer
+commands a smooth stop once no valid plan covers the present
+(`embodiments.drive.bridge`). Run on the sim/vehicle clock.
+"""
+from __future__ import annotations
+
+import threading
+
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+
+from plan_stack.embodiments.drive.bridge import DriveBridge, DriveBridgeConfig, Outcome
+from plan_stack.embodiments.drive.errors import DriveError
+from plan_stack.embodiments.drive.msg_convert import ego_from_odometry, primitives_of, trajectory_to_msg
+from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
+from plan_stack.embodiments.drive.vehicle import VehicleParams
+from plan_stack.embodiments.trajectory_convert import stamp_to_s
+from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
+from plan_stack.msg import VisualPlan
+from plan_stack.ros import conventions
+
+__all__ = ["DriveBridgeNode", "main"]
+
+_LEVEL = {Outcome.FORWARDED: conventions.OK, Outcome.SMOOTHED: conventions.WARN}
+
+
+class DriveBridgeNode(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("drive_bridge", **kwargs)
+        self.cfg = conventions.declare_config(self, DriveBridgeConfig)
+        self.vehicle = conventions.declare_config(self, VehicleParams, prefix="vehicle")
+        self.conversion = conventions.declare_config(self, DriveTrajectoryConfig, prefix="limits")
+        self.bridge = DriveBridge(self.vehicle, self.conversion, self.cfg)
+        self._lock = threading.Lock()
+        self.diagnostics = conventions.Diagnostics(self, 1.0)
+        self._pub = self.create_publisher(DriveTrajectoryMsg, "drive_trajectory", conventions.RELIABLE_QOS)
+        self.create_subscription(Odometry, "odom", self._on_odom, conventions.SENSOR_QOS)
+        self.create_subscription(VisualPlan, "plan", self._on_plan, conventions.RELIABLE_QOS)
+        self.create_timer(self.cfg.watchdog_timeout / 4.0, self._watchdog)
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_odom(self, msg: Odometry) -> None:
+        try:
+            ego = ego_from_odometry(msg)
+            with self._lock:
+                self.bridge.history.add(ego)
+        except DriveError as exc:
+            self.diagnostics.report("odometry", conventions.ERROR, str(exc), now=True)
+
+    def _on_plan(self, msg: VisualPlan) -> None:
+        with self._lock:
+            decision = self.bridge.on_plan(primitives_of(msg), stamp_to_s(msg.header.stamp), self._now())
+        if decision.trajectory is not None:
+            self._pub.publish(trajectory_to_msg(decision.trajectory, decision.stamp_s))
+            self.diagnostics.report("plans", _LEVEL[decision.outcome],
+                                    decision.outcome.value + (f": {decision.message}" if decision.message else ""),
+                                    now=decision.outcome is Outcome.SMOOTHED, points=len(decision.trajectory),
+                                    duration_s=f"{decision.trajectory.duration_s:.3f}")
+            return
+        self.get_logger().warning(f"plan {decision.outcome.value}: {decision.message}")
+        self.diagnostics.report("plans", conventions.ERROR, f"{decision.outcome.value}: {decision.message}", now=True,
+                                outcome=decision.outcome.value)
+
+    def _watchdog(self) -> None:
+        with self._lock:
+            decision = self.bridge.watchdog(self._now())
+        if decision is None:
+            if self.bridge.history.latest is None:
+                self.diagnostics.report("watchdog", conventions.STALE, "waiting for odometry")
+            elif not self.bridge.stopped:
+                self.diagnostics.report("watchdog", conventions.OK, "a valid plan covers the present")
+            return
+        self._pub.publish(trajectory_to_msg(decision.trajectory, decision.stamp_s))
+        self.diagnostics.report("watchdog", conventions.WARN, decision.message, now=True,
+                                stop_duration_s=f"{decision.trajectory.duration_s:.3f}")
+
+
+main = conventions.node_main(DriveBridgeNode)

@@ -1,0 +1,172 @@
+"""Record scripted driving demonstrations as rosbag2 (MCAP) + annotation JSON, without ROS.
+
+Written with the shared `embodiments.recording.BagWriter` (rosbags, Kilted type store);
+bag time is sim time (episode start = 0 s).
+
+| topic | type | rate |
+|---|---|---|
+| /odom | nav_msgs/msg/Odometry (rear axle in `odom`, body-frame twist) | control rate (20 Hz) |
+| /cameras/front/image_raw, camera_info | sensor_msgs Image rgb8 / CameraInfo | camera rate |
+| /instruction | std_msgs/msg/String | once |
+| /ground_truth/obstacles | geometry_msgs/msg/PoseArray (odom) | once |
+
+Annotation (format `plan_stack.drive_annotation/1`), per keyframe: the
+future ego waypoints the expert actually drove, `waypoints` points uniform in
+time over `horizon_s` (t_i = i·horizon/P, the `drive_3d` convention), in the
+ego frame at the keyframe (x forward, y left, z = 0 on the road), their
+projection into the front camera (`uv`, None when outside the image or
+behind the camera), and the boxes of the obstacles in view.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import numpy as np
+
+from plan_stack.embodiments.annotation import box_from_mask, write_annotation
+from plan_stack.embodiments.camera import project_points, world_to_camera
+from plan_stack.embodiments.drive.expert import DriverConfig, ScriptedDriver
+from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit
+from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, FrontCamera
+from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig, Status, convert_waypoints
+from plan_stack.embodiments.drive.vehicle import VehicleParams
+from plan_stack.embodiments.recording import BagWriter, check_image_size, every_steps, new_bag_path
+
+__all__ = ["FORMAT", "INSTRUCTION", "DriveRecordOptions", "record_episode", "TOPICS", "ego_waypoints"]
+
+FORMAT = "plan_stack.drive_annotation/1"
+INSTRUCTION = "drive along the road, keep in lane and avoid the obstacles"
+TOPICS = {"/odom": "nav_msgs/msg/Odometry", "/cameras/front/image_raw": "sensor_msgs/msg/Image",
+          "/cameras/front/camera_info": "sensor_msgs/msg/CameraInfo", "/instruction": "std_msgs/msg/String",
+          "/ground_truth/obstacles": "geometry_msgs/msg/PoseArray"}
+
+
+@dataclasses.dataclass(frozen=True)
+class DriveRecordOptions:
+    width: int = 320
+    height: int = 240
+    duration_s: float = 30.0
+    control_rate_hz: float = 20.0
+    camera_rate_hz: float = 5.0
+    keyframe_period_s: float = 1.0
+    waypoints: int = 8
+    horizon_s: float = 4.0
+
+    def __post_init__(self) -> None:
+        check_image_size(self.width, self.height)
+        if min(self.duration_s, self.control_rate_hz, self.camera_rate_hz, self.keyframe_period_s,
+               self.horizon_s) <= 0:
+            raise ValueError("duration_s/rates/keyframe_period_s/horizon_s: must be positive")
+        if self.waypoints < 1:
+            raise ValueError(f"waypoints: at least 1, got {self.waypoints}")
+
+
+def ego_waypoints(times_s: np.ndarray, poses: np.ndarray, t_s: float, count: int, horizon_s: float) -> np.ndarray:
+    """[count, 3] future ego positions at t_s + i·horizon/count (i = 1..count) in the ego frame at `t_s`.
+
+    `poses` is [T, 3] (x, y, yaw) at `times_s`; positions are interpolated.
+    """
+    tq = t_s + np.arange(1, count + 1) * horizon_s / count
+    x, y = np.interp(tq, times_s, poses[:, 0]), np.interp(tq, times_s, poses[:, 1])
+    x0, y0, yaw0 = (np.interp(t_s, times_s, poses[:, k]) for k in range(3))
+    c, s = math.cos(yaw0), math.sin(yaw0)
+    dx, dy = x - x0, y - y0
+    return np.stack([c * dx + s * dy, -s * dx + c * dy, np.zeros(count)], axis=1)
+
+
+def _r(x, nd=4):
+    return None if x is None or not math.isfinite(float(x)) else round(float(x), nd)
+
+
+def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOptions = DriveRecordOptions(),
+                   scene: DriveSceneConfig | None = None, vehicle: VehicleParams | None = None,
+                   driver: DriverConfig | None = None) -> dict:
+    """Drive the scripted expert for `options.duration_s` (+ the annotation horizon), write `drive_<seed>/`
+    (rosbag2 folder) and `drive_<seed>.json`. Returns the annotation dict."""
+    scene, vehicle, driver = scene or DriveSceneConfig(), vehicle or VehicleParams(), driver or DriverConfig()
+    stem = f"drive_{seed:04d}"
+    bag_path = new_bag_path(out_dir, stem)
+    sim = DriveSim(scene, vehicle, seed=seed, offscreen_size=(options.width, options.height))
+    camera = FrontCamera(sim, options.width, options.height)
+    expert, follower = ScriptedDriver(scene, driver), PurePursuit(vehicle, FollowerConfig())
+    limits = DriveTrajectoryConfig(cruise_speed_mps=driver.cruise_speed_mps)
+    writer = BagWriter(bag_path, TOPICS)
+    T = writer.ts.types
+    control_every = every_steps(sim.timestep_s, rate_hz=options.control_rate_hz)
+    cam_every = every_steps(sim.timestep_s, rate_hz=options.camera_rate_hz)
+    key_every = every_steps(sim.timestep_s, period_s=options.keyframe_period_s)
+    plan_every = every_steps(sim.timestep_s, period_s=driver.replan_s)
+    obstacle_geoms = {f"obstacle_{i}": sim.model.geom(f"obstacle_{i}").id for i in range(len(sim.obstacles))}
+    end_s = options.duration_s + options.horizon_s  # drive on so the last keyframe has a full future
+    times, poses, keys = [], [], []
+    try:
+        writer.write("/instruction", 0.0, writer.string(INSTRUCTION))
+        pose_array = T["geometry_msgs/msg/PoseArray"](header=writer.header(0.0, "odom"), poses=[
+            T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=o.x, y=o.y, z=0.0),
+                                        orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0))
+            for o in sim.obstacles])
+        writer.write("/ground_truth/obstacles", 0.0, pose_array)
+        k = 0
+        while sim.time_s < end_s - 1e-9 and sim.collided_with is None:
+            t, st = sim.time_s, sim.state
+            times.append(t)
+            poses.append((st.x, st.y, st.yaw))
+            if k % plan_every == 0:
+                conv = convert_waypoints(expert.plan(st.x, st.y, st.yaw, sim.obstacles), 0.0, vehicle, limits, v0=st.v)
+                if conv.status is not Status.REJECTED:
+                    follower.set_trajectory(conv.trajectory.transformed(st.x, st.y, st.yaw, "odom"), t)
+            if t <= options.duration_s + 1e-9:
+                if k % control_every == 0:
+                    writer.write("/odom", t, _odometry(T, writer, t, st))
+                if k % cam_every == 0 or k % key_every == 0:
+                    img = camera.render()
+                    if k % cam_every == 0:
+                        writer.write_camera("front", t, "front_camera_optical_frame", img, camera.model)
+                if k % key_every == 0:
+                    seg = camera.segmentation()
+                    boxes = {n: box_from_mask(seg == g) for n, g in obstacle_geoms.items()}
+                    keys.append((t, sim.camera_pose(), {n: b for n, b in boxes.items() if b is not None}))
+            cmd = follower.command(sim.state, sim.time_s)
+            sim.step(cmd.accel_mps2, cmd.steer_rad)
+            k += 1
+        success = sim.collided_with is None and not sim.left_road
+    finally:
+        writer.close()
+        camera.close()
+    times_a, poses_a = np.array(times), np.array(poses)
+    poses_a[:, 2] = np.unwrap(poses_a[:, 2])
+    frames = []
+    for t, cam_pose, boxes in keys:
+        ego = ego_waypoints(times_a, poses_a, t, options.waypoints, options.horizon_s)
+        x0, y0, yaw0 = (float(np.interp(t, times_a, poses_a[:, j])) for j in range(3))
+        world = sim.ego_to_world(ego, (x0, y0, yaw0))
+        uv, inside = project_points(world_to_camera(world, cam_pose), camera.model)
+        frames.append({"t_s": _r(t), "xy": [[_r(p[0]), _r(p[1])] for p in ego],
+                       "uv": [[_r(u, 2), _r(v, 2)] if ok else None for (u, v), ok in zip(uv, inside)],
+                       "in_image": [bool(x) for x in inside],
+                       "boxes": [{"object": n, "bbox": b} for n, b in boxes.items()]})
+    cam = camera.model
+    annotation = {
+        "format": FORMAT, "task": "drive", "seed": int(seed), "bag": bag_path.name, "instruction": INSTRUCTION,
+        "success": bool(success), "duration_s": options.duration_s,
+        "camera": {"name": "front", "frame_id": "front_camera_optical_frame", "width": cam.width,
+                   "height": cam.height, "K": cam.K.tolist(),
+                   "ego_position": list(scene.camera_position_m), "pitch_rad": scene.camera_pitch_rad},
+        "waypoints": int(options.waypoints), "horizon_s": options.horizon_s, "keyframes": frames,
+    }
+    write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
+    return annotation
+
+
+def _odometry(T, writer: BagWriter, t: float, st):
+    pose = T["geometry_msgs/msg/Pose"](
+        position=T["geometry_msgs/msg/Point"](x=float(st.x), y=float(st.y), z=0.0),
+        orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=math.sin(st.yaw / 2), w=math.cos(st.yaw / 2)))
+    twist = T["geometry_msgs/msg/Twist"](linear=T["geometry_msgs/msg/Vector3"](x=float(st.v), y=0.0, z=0.0),
+                                         angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=float(st.yaw_rate)))
+    return T["nav_msgs/msg/Odometry"](
+        header=writer.header(t, "odom"), child_frame_id="base_link",
+        pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
+        twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))

@@ -1,0 +1,76 @@
+"""`franka_bridge`: the stack's 7-joint + gripper-width trajectories -> the Franka's controllers.
+
+The shared arm bridge (`embodiments.arm_bridge_node`: ExecuteTrajectory
+server on `execute_trajectory`, streamed `trajectory`, validation against
+URDF position / velocity / acceleration / jerk limits, feedback, cancel,
+watchdog) with the Franka mapping: the arm part goes to
+`<arm_controller>/joint_trajectory` (joint_trajectory_controller), the
+gripper channel as width/speed moves on `<gripper>/move`
+(sensor_msgs/JointState: position[0] = width m, velocity[0] = speed m/s;
+franka_gripper `move` semantics), sent whenever the bridge's reference width
+leaves the last move goal. Tracking error and goal tolerance are measured
+on the 7 arm joints against the present reference; a cancel decelerates from
+the present reference. Run on the sim/robot clock.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+
+from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
+from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
+from plan_stack.embodiments.joint_trajectory import Trajectory
+from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
+from plan_stack.embodiments.validation import JointLimits
+from plan_stack.ros import conventions
+
+__all__ = ["FrankaBridgeNode", "main"]
+
+
+class FrankaBridgeNode(ArmBridgeNode):
+    track_at_measurement_stamp = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("franka_bridge", FrankaBridgeConfig, **kwargs)
+        self._gripper_goal: float | None = None  # set from the first joint_states
+        self.create_timer(1.0 / self.cfg.gripper_rate_hz, self._gripper_tick, callback_group=self._group)
+
+    def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
+        self.state_joint_names = (*cfg.arm_joints, *cfg.finger_joint_names)
+        self._arm_pub = self.create_publisher(JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
+                                              conventions.RELIABLE_QOS)
+        self._grip_pub = self.create_publisher(JointState, f"{cfg.gripper}/move", conventions.RELIABLE_QOS)
+        return cfg.joint_names, load_limits(cfg)
+
+    def _goal_checks(self, cfg: FrankaBridgeConfig) -> tuple[np.ndarray, np.ndarray]:
+        arm = np.arange(8) < 7  # the gripper channel is commanded by moves, not tracked
+        return arm, np.where(arm, cfg.goal_tolerance, np.inf)
+
+    def _joint_to_stack(self, q: np.ndarray) -> np.ndarray:
+        """7 arm joints (rad) + width = sum of the two finger joints (m)."""
+        return np.append(q[:7], q[7] + q[8])
+
+    def _on_first_state(self, q: np.ndarray) -> None:
+        self._gripper_goal = float(q[7])
+
+    def _publish_command(self, traj: Trajectory) -> None:
+        """The arm part only; the gripper follows the mirrored reference through `_gripper_tick`."""
+        arm = Trajectory(self.cfg.arm_joints, traj.stamp_s, traj.times_s.copy(), traj.positions[:, :7],
+                         None if traj.velocities is None else traj.velocities[:, :7],
+                         None if traj.accelerations is None else traj.accelerations[:, :7])
+        self._arm_pub.publish(trajectory_to_msg(arm))
+
+    def _gripper_tick(self) -> None:
+        with self._lock:
+            if self._follower is None:
+                return
+            ref = self._follower.sample(self._now())
+            move = gripper_move(ref.positions[7], ref.velocities[7], self._gripper_goal, self.cfg)
+            if move is None:
+                return
+            self._gripper_goal = move[0]
+        self._grip_pub.publish(JointState(name=[self.cfg.gripper_joint], position=[move[0]], velocity=[move[1]]))
+
+
+main = conventions.node_main(FrankaBridgeNode)

@@ -1,0 +1,186 @@
+"""ROS edge shared by the embodiment nodes (ALOHA, Franka, driving): the simulator node's physics
+thread, its rate dividers, clock and camera publishing, pose / camera_info messages, and the
+joint-trajectory command path of the arm simulators.
+
+Node-side only (imports rclpy and message packages); the logic it calls lives in the ROS-free
+modules (`joint_trajectory`, `trajectory_convert`, each embodiment's `sim`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import Header
+from trajectory_msgs.msg import JointTrajectory
+
+from plan_stack.embodiments.joint_trajectory import TrajectoryError, TrajectoryFollower
+from plan_stack.embodiments.trajectory_convert import s_to_stamp, trajectory_from_msg
+from plan_stack.ros import conventions
+from plan_stack.ros.image import numpy_to_image
+
+__all__ = ["Every", "pose_msg", "camera_info_msg", "ClockPublisher", "CameraPublisher", "SimNode",
+           "follow_trajectory_msg"]
+
+
+class Every:
+    """Fires once per period of sim time (drift-free: the next due time advances by the period);
+    never fires for a rate of 0."""
+
+    def __init__(self, rate_hz: float) -> None:
+        self.period = 1.0 / rate_hz if rate_hz > 0 else None
+        self.next_s = 0.0
+
+    def due(self, t: float) -> bool:
+        if self.period is None or t + 1e-9 < self.next_s:
+            return False
+        self.next_s += self.period * max(1, int((t - self.next_s) / self.period) + 1)
+        return True
+
+
+def pose_msg(header: Header, pose: np.ndarray) -> PoseStamped:
+    """PoseStamped from a 7-vector (x, y, z, qw, qx, qy, qz) — the simulators' pose layout."""
+    msg = PoseStamped(header=header)
+    p, q = msg.pose.position, msg.pose.orientation
+    p.x, p.y, p.z = (float(v) for v in pose[:3])
+    q.w, q.x, q.y, q.z = (float(v) for v in pose[3:7])
+    return msg
+
+
+def camera_info_msg(cam, header: Header) -> CameraInfo:
+    """CameraInfo of an undistorted pinhole camera (plumb_bob with zero coefficients)."""
+    msg = CameraInfo(header=header, width=cam.width, height=cam.height, distortion_model="plumb_bob")
+    msg.d = [0.0] * 5
+    msg.k = [cam.fx, 0.0, cam.cx, 0.0, cam.fy, cam.cy, 0.0, 0.0, 1.0]
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [cam.fx, 0.0, cam.cx, 0.0, 0.0, cam.fy, cam.cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return msg
+
+
+class ClockPublisher:
+    """Publishes `/clock` at `rate_hz` of sim time: the simulator owns time."""
+
+    def __init__(self, node: Node, rate_hz: float) -> None:
+        self._pub = node.create_publisher(Clock, "/clock", conventions.RELIABLE_QOS)
+        self._every = Every(rate_hz)
+
+    def tick(self, t: float, stamp: Time) -> None:
+        if self._every.due(t):
+            self._pub.publish(Clock(clock=stamp))
+
+
+class CameraPublisher:
+    """`cameras/<name>/image_raw` (rgb8) + `cameras/<name>/camera_info` for each camera, at `rate_hz` of
+    sim time; no publishers at all when the rate is 0 (rendering disabled).
+
+    `frames` maps camera name -> optical frame id (the header of both messages).
+    """
+
+    def __init__(self, node: Node, frames: Mapping[str, str], rate_hz: float) -> None:
+        self.frames = dict(frames) if rate_hz > 0 else {}
+        self._img = {c: node.create_publisher(Image, f"cameras/{c}/image_raw", conventions.SENSOR_QOS)
+                     for c in self.frames}
+        self._info = {c: node.create_publisher(CameraInfo, f"cameras/{c}/camera_info", conventions.SENSOR_QOS)
+                      for c in self.frames}
+        self._every = Every(rate_hz)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.frames)
+
+    def tick(self, t: float, stamp: Time, render: Callable[[str], np.ndarray], models: Mapping) -> None:
+        """Render and publish every camera if due; `render(name)` -> [H, W, 3] uint8, `models[name]` its intrinsics."""
+        if not self.frames or not self._every.due(t):
+            return
+        for name, frame in self.frames.items():
+            header = Header(stamp=stamp, frame_id=frame)
+            self._img[name].publish(numpy_to_image(render(name), "rgb8", header))
+            self._info[name].publish(camera_info_msg(models[name], header))
+
+
+class SimNode(Node):
+    """An embedded simulator node: physics (and rendering, which owns the GL context) on its own thread.
+
+    The thread steps on sim time, either as fast as the machine allows (`real_time_factor` 0) or paced to
+    `real_time_factor` x wall time, and after each step calls `publish_due(t, stamp, renderer)`. Subclasses
+    set `self.sim` (with `time_s`) and implement `open_renderer` (None when not rendering), `physics_step`
+    and `publish_due`, then call `start_physics` at the end of their constructor.
+    """
+
+    #: Falling this far (wall s) behind the pace re-anchors it instead of catching up in a burst.
+    _MAX_LAG_S = 0.5
+
+    def start_physics(self, thread_name: str, real_time_factor: float) -> None:
+        self._real_time_factor = real_time_factor
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+        self._thread.start()
+
+    def open_renderer(self):
+        return None
+
+    def physics_step(self) -> None:
+        raise NotImplementedError
+
+    def publish_due(self, t: float, stamp: Time, renderer) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        renderer = None
+        try:
+            renderer = self.open_renderer()
+            rtf = self._real_time_factor
+            wall0, sim0 = time.monotonic(), self.sim.time_s
+            while self._running and rclpy.ok(context=self.context):
+                self.physics_step()
+                t = self.sim.time_s
+                self.publish_due(t, s_to_stamp(t), renderer)
+                if rtf > 0:
+                    ahead = (t - sim0) / rtf - (time.monotonic() - wall0)
+                    if ahead > 0:
+                        time.sleep(ahead)
+                    elif ahead < -self._MAX_LAG_S:  # fell behind (slow machine): do not catch up in a burst
+                        wall0, sim0 = time.monotonic(), t
+        except Exception as exc:  # a dead physics thread must be visible, not silent
+            if not (self._running and rclpy.ok(context=self.context)):
+                return  # shutting down: publishing into a closed context is expected
+            self.get_logger().fatal(f"physics thread stopped: {exc!r}")
+            self.diagnostics.report("physics", conventions.ERROR, f"physics thread stopped: {exc!r}", now=True)
+            raise
+        finally:
+            if renderer is not None:
+                renderer.close()
+
+    def close(self) -> None:
+        self._running = False
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)
+
+
+def follow_trajectory_msg(node: Node, key: str, follower: TrajectoryFollower, msg: JointTrajectory,
+                          lock: threading.Lock, now_s: Callable[[], float]) -> None:
+    """Hand a controller's JointTrajectory to its follower (joint_trajectory_controller semantics).
+
+    Malformed or non-finite trajectories are rejected (warning + ERROR diagnostic `key`), never followed;
+    one that ended in the past is ignored with a WARN.
+    """
+    try:
+        traj = trajectory_from_msg(msg)
+        if not all(np.all(np.isfinite(a)) for a in (traj.positions, traj.velocities, traj.accelerations)
+                   if a is not None):
+            raise TrajectoryError("positions: non-finite values")
+        with lock:
+            accepted = follower.set_trajectory(traj, now_s())
+    except TrajectoryError as exc:
+        node.get_logger().warning(f"{key}: rejected trajectory: {exc}")
+        node.diagnostics.report(key, conventions.ERROR, f"rejected trajectory: {exc}", now=True)
+        return
+    if not accepted:
+        node.diagnostics.report(key, conventions.WARN, "ignored a trajectory that ended in the past", now=True)

@@ -1,0 +1,267 @@
+"""Bridge-side trajectory validation: nothing invalid becomes motion.
+
+No ROS imports; every bridge (ALOHA, Franka) uses it. A goal is checked in
+this order and the first broken rule is reported with a FollowJointTrajectory
+error code and a message naming the joint, point and limit:
+
+1. joint names: no duplicates, no unknown joint, none missing (INVALID_JOINTS);
+2. at least one point; every number finite; per-point array sizes match;
+   `time_from_start` strictly increasing and non-negative (INVALID_GOAL);
+3. the reference curve the controller will follow (the same interpolation
+   as `joint_trajectory`, starting from the present reference state) stays
+   inside position limits and, sampled densely, inside velocity limits, and
+   for cubic/quintic curves inside acceleration limits, and jerk limits when
+   `JointLimits.jerk` is given (INVALID_GOAL). A
+   position-only (linear) trajectory has unbounded acceleration at its knots
+   by construction, so only its velocity is checked; send velocities (and
+   accelerations) for acceleration-limited motion.
+
+Limits come from the URDF (position, velocity) and the robot config
+(acceleration, optional tighter velocity); `limits_from_urdf` parses them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from plan_stack.config import ConfigError
+
+from plan_stack.embodiments.joint_trajectory import Reference, Trajectory, TrajectoryError, spline_from
+
+__all__ = [
+    "SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "GOAL_TOLERANCE_VIOLATED",
+    "JointLimits", "Verdict", "LimitsError", "find_urdf", "limits_from_urdf", "check_trajectory", "stop_trajectory",
+]
+
+# control_msgs/FollowJointTrajectory result codes (mirrored by ExecuteTrajectory).
+SUCCESSFUL = 0
+INVALID_GOAL = -1
+INVALID_JOINTS = -2
+OLD_HEADER_TIMESTAMP = -3
+PATH_TOLERANCE_VIOLATED = -4
+GOAL_TOLERANCE_VIOLATED = -5
+
+
+class LimitsError(ConfigError):
+    """Missing or malformed joint limits (URDF or config)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JointLimits:
+    """Per-joint limits in robot units; +inf where a limit does not exist."""
+
+    joint_names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+    jerk: np.ndarray | None = None  # optional (Franka); None = not checked
+
+    def __post_init__(self) -> None:
+        d = len(self.joint_names)
+        for f in ("lower", "upper", "velocity", "acceleration", "jerk"):
+            if getattr(self, f) is None:
+                continue
+            arr = np.asarray(getattr(self, f), dtype=float).reshape(-1)
+            if arr.shape != (d,):
+                raise LimitsError(f"{f}: expected {d} values, got {arr.shape[0]}")
+            object.__setattr__(self, f, arr)
+        if np.any(self.lower > self.upper):
+            raise LimitsError("lower: a lower position limit is above its upper limit")
+        if np.any(self.velocity <= 0) or np.any(self.acceleration <= 0):
+            raise LimitsError("velocity/acceleration: limits must be positive")
+        if self.jerk is not None and np.any(self.jerk <= 0):
+            raise LimitsError("jerk: limits must be positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Result of a check: `ok`, or the error code and a message saying what broke."""
+
+    ok: bool
+    error_code: int = SUCCESSFUL
+    message: str = ""
+
+
+_OK = Verdict(True)
+
+
+def find_urdf(path: str, filename: str) -> str:
+    """The URDF to read limits from: `path`, else urdf/<filename> of the source tree or an install share/ folder."""
+    if path:
+        if not os.path.isfile(path):
+            raise LimitsError(f"urdf_path: no such file {path!r}")
+        return path
+    here = Path(__file__).resolve()
+    candidates = [here.parents[3] / "urdf" / filename]  # source tree: src/plan_stack/embodiments/validation.py
+    candidates += [p / "share" / "plan_stack" / "urdf" / filename for p in here.parents]
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    raise LimitsError(f"urdf_path: urdf/{filename} not found in the source tree or an install share/ folder")
+
+
+def limits_from_urdf(path: str) -> dict[str, tuple[float, float, float]]:
+    """Joint name -> (lower, upper, velocity) of every limited joint in a URDF.
+
+    Continuous joints get infinite position limits; a revolute/prismatic
+    joint without a `<limit>` element is an error (the URDF spec requires one).
+    """
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise LimitsError(f"urdf: cannot read {path}: {exc}") from None
+    out: dict[str, tuple[float, float, float]] = {}
+    for joint in root.iter("joint"):
+        kind, name = joint.get("type"), joint.get("name")
+        if kind in ("fixed", "floating", "planar"):
+            continue
+        lim = joint.find("limit")
+        if lim is None:
+            raise LimitsError(f"urdf: joint {name!r} ({kind}) has no <limit>")
+        vel = float(lim.get("velocity", "inf"))
+        if kind == "continuous":
+            out[name] = (-math.inf, math.inf, vel)
+        else:
+            out[name] = (float(lim.get("lower", "0")), float(lim.get("upper", "0")), vel)
+    return out
+
+
+def _fmt_point(i: int) -> str:
+    return f"point {i}"
+
+
+def check_trajectory(
+    traj: Trajectory,
+    expected_names: Sequence[str],
+    limits: JointLimits,
+    now_s: float,
+    initial: Reference | None = None,
+    jump_tolerance: float = 1e-3,
+    tolerance: float = 1e-6,
+    samples_per_segment: int = 16,
+) -> Verdict:
+    """Check a goal against names, timing, finiteness and limits (see module doc).
+
+    `traj` keeps the goal's joint order; `limits` are in `expected_names`
+    order. `initial` is the reference state the controller is at now; with it,
+    the segment from there to the first point is checked too, and a first
+    point at time 0 must start within `jump_tolerance` of it. `tolerance` is
+    the relative slack on velocity/acceleration limits (numerical noise only).
+    """
+    names = list(traj.joint_names)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return Verdict(False, INVALID_JOINTS, f"joint_names: duplicate joint(s) {dupes}")
+    unknown = [n for n in names if n not in expected_names]
+    if unknown:
+        return Verdict(False, INVALID_JOINTS, f"joint_names: unknown joint(s) {unknown} (expected {list(expected_names)})")
+    missing = [n for n in expected_names if n not in names]
+    if missing:
+        return Verdict(False, INVALID_JOINTS, f"joint_names: missing joint(s) {missing}")
+    t = traj.times_s
+    for field in ("times_s", "positions", "velocities", "accelerations"):
+        arr = getattr(traj, field)
+        if arr is not None and not np.all(np.isfinite(arr)):
+            bad = np.argwhere(~np.isfinite(np.atleast_2d(arr.T).T))[0]
+            return Verdict(False, INVALID_GOAL, f"{field}: non-finite value at {_fmt_point(int(bad[0]))}")
+    if not math.isfinite(traj.stamp_s):
+        return Verdict(False, INVALID_GOAL, "header.stamp: non-finite")
+    if t[0] < 0:
+        return Verdict(False, INVALID_GOAL, "time_from_start: negative time at point 0")
+    steps = np.diff(t)
+    if np.any(steps <= 0):
+        i = int(np.argmax(steps <= 0)) + 1
+        return Verdict(False, INVALID_GOAL,
+                       f"time_from_start: not strictly increasing at {_fmt_point(i)} ({t[i - 1]:.6g} -> {t[i]:.6g} s)")
+
+    order = [names.index(n) for n in expected_names]
+    pos = traj.positions[:, order]
+    vel = None if traj.velocities is None else traj.velocities[:, order]
+    acc = None if traj.accelerations is None else traj.accelerations[:, order]
+    lo, hi = limits.lower, limits.upper
+    for i, q in enumerate(pos):
+        bad = np.flatnonzero((q < lo - tolerance) | (q > hi + tolerance))
+        if bad.size:
+            j = int(bad[0])
+            return Verdict(False, INVALID_GOAL,
+                           f"positions: {expected_names[j]} = {q[j]:.6g} at {_fmt_point(i)} is outside [{lo[j]:.6g}, {hi[j]:.6g}]")
+    for label, arr, lim in (("velocities", vel, limits.velocity), ("accelerations", acc, limits.acceleration)):
+        if arr is None:
+            continue
+        over = np.abs(arr) > lim * (1 + tolerance)
+        if np.any(over):
+            i, j = (int(x) for x in np.argwhere(over)[0])
+            return Verdict(False, INVALID_GOAL,
+                           f"{label}: |{expected_names[j]}| = {abs(arr[i, j]):.6g} at {_fmt_point(i)} exceeds the limit {lim[j]:.6g}")
+
+    ordered = dataclasses.replace(traj, joint_names=tuple(expected_names), positions=pos, velocities=vel,
+                                  accelerations=acc)
+    start = traj.start_s(now_s)
+    if start + t[-1] < now_s - 1e-9:
+        return Verdict(False, OLD_HEADER_TIMESTAMP,
+                       f"header.stamp: the trajectory ended {now_s - start - t[-1]:.3f} s ago; stale commands are not replayed")
+    if initial is not None and start + t[-1] <= now_s + 1e-9:
+        # Nothing left in the future: the controller would jump to the last point.
+        jump = np.abs(pos[-1] - initial.positions)
+        if np.any(jump > jump_tolerance):
+            j = int(np.argmax(jump))
+            return Verdict(False, INVALID_GOAL,
+                           f"positions: the last point is due now but {expected_names[j]} is {jump[j]:.6g} away from "
+                           f"the present reference (> {jump_tolerance}); give it time_from_start > 0")
+    try:
+        spline = spline_from(ordered, start, initial, max(now_s, start) if initial is not None else start)
+    except TrajectoryError as exc:
+        return Verdict(False, INVALID_GOAL, str(exc))
+    q_s, v_s, a_s = spline.dense(samples_per_segment)
+    checks = [("position", q_s, None), ("velocity", np.abs(v_s), limits.velocity)]
+    if spline.mode != "linear":
+        checks.append(("acceleration", np.abs(a_s), limits.acceleration))
+    bad_q = np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))
+    if bad_q.size:
+        j = int(bad_q[0][1])
+        return Verdict(False, INVALID_GOAL,
+                       f"positions: the interpolated {spline.mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected_names[j]}")
+    if limits.jerk is not None and spline.mode != "linear":
+        # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
+        checks.append(("jerk", np.abs(spline.dense_jerk(samples_per_segment)), limits.jerk))
+    for label, arr, lim in checks[1:]:
+        over = arr > lim * (1 + tolerance)
+        if np.any(over):
+            j = int(np.argwhere(over)[0][1])
+            peak = float(arr[:, j].max())
+            return Verdict(False, INVALID_GOAL,
+                           f"{label}: the interpolated {spline.mode} curve reaches {peak:.6g} on {expected_names[j]}, "
+                           f"above the limit {lim[j]:.6g}")
+    return _OK
+
+
+def stop_trajectory(ref: Reference, limits: JointLimits, scale: float = 0.8, points: int = 8) -> Trajectory:
+    """Decelerate every joint from `ref` to rest, synchronised, within `scale` x the acceleration limits.
+
+    All joints stop together after T = max_j |v_j| / (scale * a_max_j); each
+    decelerates uniformly (|a_j| = |v_j| / T <= scale * a_max_j), so the stop
+    distance is v_j T / 2. Points carry positions and velocities: cubic
+    interpolation reproduces a constant-deceleration profile exactly, also
+    on the first segment from `ref` (whatever its acceleration was), so the
+    reference's |acceleration| never exceeds scale x the limit. Times are
+    relative (stamp 0 = now); a joint set already at rest yields one hold point.
+    """
+    q, v = ref.positions, ref.velocities
+    a_stop = scale * limits.acceleration
+    duration = float(np.max(np.abs(v) / a_stop))
+    if duration < 1e-3:
+        return Trajectory(limits.joint_names, 0.0, np.array([1e-3]), q[None, :].copy(), np.zeros((1, len(q))))
+    t = np.linspace(duration / points, duration, points)
+    decel = -v / duration
+    pos = q + v * t[:, None] + 0.5 * decel * t[:, None] ** 2
+    vel = v + decel * t[:, None]
+    vel[-1] = 0.0
+    pos = np.clip(pos, limits.lower, limits.upper)
+    return Trajectory(limits.joint_names, 0.0, t, pos, vel)

@@ -1,0 +1,525 @@
+"""AR, DFlash and VFlash decoders behind one call (DESIGN section 4, Algorithm 1 of seed 001).
+
+Loop invariant (all decoders): `tokens` is the committed output; the target
+KV cache holds the prompt and every committed token except the last one, the
+*anchor*, which the next forward feeds. The drafter's context cache mirrors
+the target cache (same length, features of the same positions).
+
+* `ar`: one target forward per token; greedy, restricted inside primitives
+  to the legal tokens of the grammar (layouts.Grammar).
+* `dflash`: block [anchor, MASK x 15] drafted in one drafter pass, verified
+  by one target pass; keep the longest prefix equal to the target's (masked)
+  greedy tokens plus the target's own next token. Inside primitives drafts
+  and verification use the same grammar masks, so greedy output is
+  token-identical to `ar`.
+* `vflash`: DFlash for text; when the anchor is a primitive start token with
+  a valid declared block size B, one drafter pass fills all B-1 positions
+  under the masks (`select_block`), the gate A_s checks the schema (boxes:
+  plus a confidence guard on the target's probabilities), and on success one
+  target pass over the block updates the cache, emits the next token and
+  yields the plan features. On failure the first r positions are kept (r=0
+  for trajectories; boxes keep the coordinates before the first uncertain
+  one), the target cache is rolled back and the rest is regenerated with
+  constrained AR. A text block whose accepted prefix contains a start token
+  is cut after it so that the primitive path takes over.
+
+A declared block size that matches no layout, is missing or exceeds the
+remaining budget is rejected before drafting (`stats.blocks_rejected`) and
+the primitive is decoded with constrained AR in *open* mode (the model picks
+P; the grammar only lets a waypoint start if the primitive can still close
+within the budget). If not even the shortest primitive fits, decoding stops
+with `stop_reason == "budget"` and the unfinished primitive is reported in
+`errors`, never returned as a primitive.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from plan_stack.config import param, validate
+from plan_stack.planning import layouts as L
+from plan_stack.planning import vocab as V
+from plan_stack.planning.errors import LayoutError, PlanningError, ToolCallError
+from plan_stack.planning.target import Prompt, StepOut, TargetAdapter
+
+DECODERS = ("ar", "dflash", "vflash")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecoderConfig:
+    """Decoding options shared by the planner node, the CLI and the benchmark."""
+
+    decoder: str = param("decoding algorithm", "vflash", choices=DECODERS)
+    budget: int = param("maximum number of output tokens per plan", 256, min=1, max=65536)
+    text_block: int = param("DFlash text block size (1 anchor + proposals)", 16, min=2, max=256)
+    constrain_draft: bool = param("restrict drafted primitive positions to legal tokens", True)
+    box_guard: float = param(
+        "box confidence guard: min p_target(draft)/max p_target per coordinate; 0 disables", 0.0, min=0.0, max=1.0)
+    robot_frame_id: str = param("frame of robot primitives (camera optical frame)", "camera_optical_frame")
+    drive_frame_id: str = param("frame of driving primitives (ego frame)", "base_link")
+    drive_horizon_s: float = param("time spanned by driving waypoints (s)", 4.0, min=0.0)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclasses.dataclass
+class DecodeStats:
+    """Per-plan latency accounting (batch size 1)."""
+
+    vision_ms: float = 0.0
+    prefill_ms: float = 0.0
+    decode_text_ms: float = 0.0
+    decode_primitive_ms: float = 0.0
+    target_forwards_text: int = 0  # includes the prefill pass when it emits the first token (no prefix)
+    target_forwards_primitive: int = 0
+    drafter_forwards_text: int = 0
+    drafter_forwards_primitive: int = 0
+    tokens_text: int = 0
+    tokens_primitive: int = 0  # tokens after each primitive's start token
+    gate_accepted: int = 0
+    gate_fallback: int = 0
+    blocks_rejected: int = 0  # declared block size invalid, missing or over budget
+    tokens_supplied: int = 0  # response_prefix tokens (not decoded; excluded from tau)
+    positions_regenerated: int = 0
+
+    @property
+    def decode_ms(self) -> float:
+        return self.decode_text_ms + self.decode_primitive_ms
+
+    @property
+    def target_forwards(self) -> int:
+        return self.target_forwards_text + self.target_forwards_primitive
+
+    @property
+    def drafter_forwards(self) -> int:
+        return self.drafter_forwards_text + self.drafter_forwards_primitive
+
+    @property
+    def tokens_out(self) -> int:
+        return self.tokens_text + self.tokens_primitive
+
+    @property
+    def tau(self) -> float:
+        """Tokens committed per target forward."""
+        return self.tokens_out / max(self.target_forwards, 1)
+
+    @property
+    def tau_text(self) -> float:
+        return self.tokens_text / max(self.target_forwards_text, 1)
+
+    @property
+    def tau_primitive(self) -> float:
+        return self.tokens_primitive / max(self.target_forwards_primitive, 1)
+
+    def as_dict(self) -> dict[str, float]:
+        d = dataclasses.asdict(self)
+        for k in ("decode_ms", "target_forwards", "drafter_forwards", "tokens_out", "tau", "tau_text",
+                  "tau_primitive"):
+            d[k] = getattr(self, k)
+        return d
+
+
+@dataclasses.dataclass
+class PrimitiveSpan:
+    start: int  # index of the start token in `tokens`
+    end: int  # index of the last token (inclusive)
+    layout: L.Layout
+    accepted_direct: bool = False
+    fallback_from: int = -1
+
+
+@dataclasses.dataclass
+class DecodeResult:
+    tokens: list[int]
+    text: str  # whole output, special tokens included
+    subtask: str  # plain text before the first tool call / primitive
+    primitives: list[L.PrimitiveFields]
+    features: torch.Tensor  # [n, H] target last hidden states over the primitive positions that were fed
+    stats: DecodeStats
+    stop_reason: str  # "eos", "budget"
+    decoder: str
+    errors: list[str]
+    spans: list[PrimitiveSpan]
+
+
+class Tracker:
+    """Follows committed tokens: text mode, tool calls, and the grammar inside a primitive."""
+
+    def __init__(self, vocab: V.Vocab, sets: L.TokenSets, tokenizer: Any, budget: int):
+        self.vocab, self.sets, self.tokenizer, self.budget = vocab, sets, tokenizer, budget
+        self.count = 0
+        self.grammar: L.Grammar | None = None
+        self.start_kind = ""
+        self._tool: list[int] | None = None
+        self.declared: int | None = None
+        self.declare_error = ""
+        self.events: list[str] = []  # per advance: "", "start", "end", "truncated", "rejected"
+        self._start_ids = vocab.start_ids
+        self._id_to_token = {vocab[t]: t for t in V.START_TOKENS}
+
+    def copy(self) -> "Tracker":
+        t = object.__new__(Tracker)
+        t.__dict__.update(self.__dict__)
+        t.grammar = self.grammar.copy() if self.grammar is not None else None
+        t._tool = list(self._tool) if self._tool is not None else None
+        t.events = []
+        return t
+
+    @property
+    def in_primitive(self) -> bool:
+        return self.grammar is not None
+
+    def allowed(self) -> torch.Tensor | None:
+        return None if self.grammar is None else self.grammar.allowed()
+
+    def advance(self, tok: int) -> str:
+        """Consume one committed token; returns the event it caused ("" if none)."""
+        self.count += 1
+        v = self.vocab
+        if self.grammar is not None:
+            self.grammar.advance(tok)
+            if self.grammar.done:
+                self.grammar = None
+                return "end"
+            return ""
+        if tok == v[V.TOOL_CALL_START]:
+            self._tool = []
+        elif tok == v[V.TOOL_CALL_END] and self._tool is not None:
+            body = self.tokenizer.decode(self._tool)
+            self._tool = None
+            try:
+                self.declared, self.declare_error = L.parse_tool_call(body), ""
+            except ToolCallError as exc:
+                self.declared, self.declare_error = None, str(exc)
+        elif self._tool is not None:
+            self._tool.append(tok)
+        elif tok in self._start_ids:
+            start = self._id_to_token[tok]
+            left = self.budget - self.count
+            layout = L.layout_for(start, self.declared) if self.declared is not None else None
+            event = "start"
+            if layout is not None and layout.block_size - 1 <= left:
+                self.grammar = L.Grammar(self.sets, layout)
+            else:
+                event = "rejected"
+                self.grammar = L.Grammar(self.sets, kind=L.OPEN_KIND[start], budget_left=left)
+                if self.grammar.min_length() > left:
+                    self.grammar = None
+                    event = "truncated"
+            self.start_kind = start
+            self.declared, self.declare_error = None, ""
+            return event
+        return ""
+
+
+class Decoder:
+    """One call for all decoders: `generate(prompt, images, budget, decoder)`."""
+
+    def __init__(self, target: TargetAdapter, drafter: Any = None, config: DecoderConfig | None = None):
+        self.target = target
+        self.drafter = drafter
+        self.config = config or DecoderConfig()
+        self.vocab = target.vocab
+        self.sets = L.TokenSets(self.vocab)
+
+    # -- helpers --------------------------------------------------------------------
+    def _greedy(self, logits: torch.Tensor, tracker: Tracker) -> int:
+        return self.target.greedy(logits, tracker.allowed())
+
+    def generate(self, prompt: Prompt | str, images: Sequence[np.ndarray] = (), budget: int | None = None,
+                 decoder: str | None = None, image_size: tuple[int, int] | None = None,
+                 response_prefix: str | Sequence[int] = ()) -> DecodeResult:
+        """Decode one response.
+
+        `image_size` (W, H) converts 2D coordinates to pixels (default: the
+        first image). `response_prefix` is supplied output (e.g. the tool call
+        and the primitive start token, as in the paper's latency runs): it is
+        committed as if generated, runs inside the prefill, counts towards the
+        budget and is reported as `stats.tokens_supplied`, not as decoded.
+        """
+        mode = decoder or self.config.decoder
+        if mode not in DECODERS:
+            raise PlanningError(f"decoder must be one of {DECODERS}, got {mode!r}")
+        if mode != "ar" and self.drafter is None:
+            raise PlanningError(f"decoder {mode!r} needs a drafter")
+        budget = self.config.budget if budget is None else int(budget)
+        if budget < 1:
+            raise PlanningError(f"budget must be >= 1, got {budget}")
+        if isinstance(prompt, str):
+            prompt = self.target.encode_prompt(prompt, images)
+        if isinstance(response_prefix, str):
+            response_prefix = self.target.tokenizer.encode(response_prefix, add_special_tokens=False)
+        prefix = [int(t) for t in response_prefix]
+        if len(prefix) >= budget:
+            raise PlanningError(f"response_prefix ({len(prefix)} tokens) leaves no budget ({budget})")
+        run = _Run(self, prompt, budget, mode, prefix)
+        return run.execute(image_size or prompt.image_size)
+
+
+class _Run:
+    """State of one generate() call (kept out of Decoder so the decoder is reusable)."""
+
+    def __init__(self, dec: Decoder, prompt: Prompt, budget: int, mode: str, prefix: list[int]):
+        self.prefix = prefix
+        self.dec, self.cfg, self.prompt, self.budget, self.mode = dec, dec.config, prompt, budget, mode
+        self.target, self.drafter, self.vocab, self.sets = dec.target, dec.drafter, dec.vocab, dec.sets
+        self.stats = DecodeStats()
+        self.tracker = Tracker(self.vocab, self.sets, self.target.tokenizer, budget)
+        self.tokens: list[int] = []
+        self.hidden: dict[int, torch.Tensor] = {}  # output index -> last hidden state when fed
+        self.spans: list[PrimitiveSpan] = []
+        self.errors: list[str] = []
+        self.stop = ""
+        self._open: PrimitiveSpan | None = None
+        self._attempted = False  # VFlash primitive path already tried for the open primitive
+        self._eos = set(self.vocab.eos_ids)
+        self.base_length = prompt.input_ids.numel()  # cache length before any output token
+
+    # -- committing ---------------------------------------------------------------------
+    def commit(self, tok: int) -> None:
+        tr = self.tracker
+        event = tr.advance(tok)
+        self.tokens.append(tok)
+        idx = len(self.tokens) - 1
+        if event in ("start", "rejected"):
+            # open-mode primitives get their layout when they close (P chosen by the model)
+            self._open = PrimitiveSpan(idx, -1, tr.grammar.layout)  # type: ignore[arg-type]
+            self._attempted = False
+            if event == "rejected":
+                self.stats.blocks_rejected += 1
+        elif event == "truncated":
+            self.stats.blocks_rejected += 1
+            self.errors.append(f"primitive at output {idx}: budget too small for any {tr.start_kind} layout")
+            self.stop = "budget"
+        elif event == "end" and self._open is not None:
+            span = self._open
+            span.end = idx
+            if span.layout is None:  # open mode: P chosen by the model
+                g_kind = L.OPEN_KIND[tr.start_kind]
+                n = span.end - span.start + 1
+                p = next(p for p in range(1, L.MAX_WAYPOINTS + 1) if L.block_size_of(g_kind, p) >= n)
+                span.layout = L.make_layout(g_kind, p)
+            self.spans.append(span)
+            self._open = None
+        if tok in self._eos and not tr.in_primitive:
+            self.stop = self.stop or "eos"
+        if len(self.tokens) >= self.budget:
+            self.stop = self.stop or "budget"
+
+    def _record(self, step: StepOut, first: int, n: int) -> None:
+        """Bookkeeping after a forward whose first n positions (output index `first`...) stay cached."""
+        for i in range(n):
+            if first + i >= 0:
+                self.hidden[first + i] = step.last_hidden[i]
+        if self.drafter is not None and self.mode != "ar":
+            self.drafter.extend(step.features[:n])
+
+    def _sync(self, step: StepOut, cache_before: int) -> None:
+        """Roll the target back so it holds everything but the anchor; extend the drafter.
+
+        After a stop nothing more is decoded, so every fed committed position
+        is kept (its hidden state still serves as plan features).
+        """
+        keep = self.base_length + len(self.tokens) - (0 if self.stop else 1)
+        keep = min(keep, self.target.length)
+        self.target.rollback(keep)
+        self._record(step, cache_before - self.base_length, keep - cache_before)
+
+    # -- steps -------------------------------------------------------------------------------
+    def ar_step(self, path: str) -> None:
+        before = self.target.length
+        step = self.target.forward([self.tokens[-1]])
+        self._count_target(path)
+        self.commit(self.dec._greedy(step.logits[0], self.tracker))
+        self._sync(step, before)
+
+    def spec_step(self, path: str) -> None:
+        anchor = self.tokens[-1]
+        n_prop = min(self.cfg.text_block - 1, self.budget - len(self.tokens))
+        logits = self.drafter.draft(anchor, n_prop + 1)
+        self._count_drafter(path)
+        walk = self.tracker.copy()
+        props: list[int] = []
+        for i in range(n_prop):
+            tok = self.dec.target.greedy(logits[i], walk.allowed())
+            props.append(tok)
+            ev = walk.advance(tok)
+            if ev in ("truncated",) or (tok in self._eos and not walk.in_primitive):
+                break
+        before = self.target.length
+        step = self.target.forward([anchor] + props)
+        self._count_target(path)
+        verify = self.tracker.copy()
+        accepted: list[int] = []
+        for i in range(len(props) + 1):
+            g = self.dec.target.greedy(step.logits[i], verify.allowed())
+            accepted.append(g)
+            if i == len(props) or props[i] != g:
+                break
+            verify.advance(g)
+        start_ids = self.vocab.start_ids
+        for j, tok in enumerate(accepted):
+            self.commit(tok)
+            if self.stop:
+                break
+            if self.mode == "vflash" and tok in start_ids and self.tracker.in_primitive and j < len(accepted) - 1:
+                break  # the primitive path takes over from this start token
+        self._sync(step, before)
+
+    def primitive_step(self) -> None:
+        """VFlash: one drafter pass + gate + (one target pass | rollback and constrained AR)."""
+        self._attempted = True
+        layout = self.tracker.grammar.layout
+        anchor = self.tokens[-1]
+        b = layout.block_size
+        logits = self.drafter.draft(anchor, b)
+        self._count_drafter("primitive")
+        if self.cfg.constrain_draft:
+            draft = L.select_block(self.sets, layout, logits).tolist()
+        else:
+            draft = logits.argmax(-1).tolist()
+        bad = L.check_block(self.sets, layout, draft)
+        before = self.target.length
+        span = self._open
+        if bad == 0:
+            step = self.target.forward([anchor] + draft)
+            self._count_target("primitive")
+            r = self._box_guard(layout, draft, step) if layout.kind == "box" else -1
+            if r < 0:
+                for tok in draft:
+                    self.commit(tok)
+                span.accepted_direct = True
+                self.stats.gate_accepted += 1
+                if not self.stop:
+                    self.commit(self.dec._greedy(step.logits[-1], self.tracker))
+                self._sync(step, before)
+                return
+        else:
+            r = bad - 1 if layout.kind == "box" else 0
+            step = None
+        # gate failed: keep the first r drafted positions, regenerate the rest with constrained AR
+        self.stats.gate_fallback += 1
+        self.stats.positions_regenerated += b - 1 - r
+        span.fallback_from = r + 1
+        for tok in draft[:r]:
+            self.commit(tok)
+        if step is not None:
+            self._sync(step, before)  # rolls the cache back to anchor + kept positions
+        elif r > 0:  # kept positions were never fed: feed all but the new anchor
+            fed = self.target.forward([anchor] + draft[:r - 1])
+            self._count_target("primitive")
+            self._sync(fed, before)
+
+    def _box_guard(self, layout: L.Layout, draft: list[int], step: StepOut) -> int:
+        """Index r of the first coordinate the target finds uncertain (keep r positions), -1 if none."""
+        if self.cfg.box_guard <= 0:
+            return -1
+        g = L.Grammar(self.sets, layout)
+        for j, tok in enumerate(draft):
+            allowed = g.allowed()
+            if allowed.numel() > 1:
+                p = torch.softmax(step.logits[j][allowed], -1)
+                ratio = float(p[(allowed == tok).nonzero()[0, 0]] / p.max())
+                if ratio < self.cfg.box_guard:
+                    return j
+            g.advance(tok)
+        return -1
+
+    def _count_target(self, path: str) -> None:
+        if path == "primitive":
+            self.stats.target_forwards_primitive += 1
+        else:
+            self.stats.target_forwards_text += 1
+
+    def _count_drafter(self, path: str) -> None:
+        if path == "primitive":
+            self.stats.drafter_forwards_primitive += 1
+        else:
+            self.stats.drafter_forwards_text += 1
+
+    # -- main loop ----------------------------------------------------------------------------
+    def execute(self, image_size: tuple[int, int] | None) -> DecodeResult:
+        st = self.stats
+        t0 = time.perf_counter()
+        prompt = self.prompt
+        if self.prefix:  # supplied output runs inside the prefill
+            prompt = dataclasses.replace(prompt, input_ids=torch.cat(
+                [prompt.input_ids.view(-1), torch.tensor(self.prefix[:-1], dtype=torch.long)]))
+        step = self.target.prefill(prompt)
+        st.vision_ms = step.vision_ms
+        if self.drafter is not None and self.mode != "ar":
+            self.drafter.reset()
+            self.drafter.extend(step.features)
+        if self.prefix:
+            for tok in self.prefix:
+                self.commit(tok)
+            st.tokens_supplied = len(self.prefix)
+            n = len(self.prefix) - 1
+            for i in range(n):
+                self.hidden[i] = step.last_hidden[self.base_length + i]
+        else:  # the prefill pass emits the first token: it counts as a (text) target forward
+            st.target_forwards_text += 1
+            self.commit(self.dec._greedy(step.logits[-1], self.tracker))
+        st.prefill_ms = (time.perf_counter() - t0) * 1e3 - st.vision_ms
+        while not self.stop:
+            t = time.perf_counter()
+            tr = self.tracker
+            path = "primitive" if tr.in_primitive else "text"
+            if self.mode == "vflash" and tr.in_primitive and tr.grammar.layout is not None and not self._attempted:
+                self.primitive_step()
+            elif self.mode == "ar" or (self.mode == "vflash" and tr.in_primitive):
+                self.ar_step(path)
+            else:
+                self.spec_step(path)
+            dt = (time.perf_counter() - t) * 1e3
+            if path == "primitive":
+                st.decode_primitive_ms += dt
+            else:
+                st.decode_text_ms += dt
+        if self._open is not None:
+            self.errors.append(f"primitive at output {self._open.start} unfinished at stop ({self.stop})")
+        return self._result(image_size)
+
+    def _result(self, image_size: tuple[int, int] | None) -> DecodeResult:
+        tok = self.target.tokenizer
+        prims: list[L.PrimitiveFields] = []
+        feats: list[torch.Tensor] = []
+        n_prim = 0
+        for span in self.spans:
+            n_prim += span.end - span.start
+            block = self.tokens[span.start:span.end + 1]
+            needs_image = any(p.space == "image" for p in span.layout.parts)
+            if needs_image and image_size is None:
+                self.errors.append(f"primitive at output {span.start}: no image size to convert 2D coordinates")
+                continue
+            drive = span.layout.kind.startswith("drive")
+            try:
+                fields = L.tokens_to_fields(
+                    self.vocab, span.layout, block, image_size or (1, 1), sets=self.sets,
+                    frame_id=self.cfg.drive_frame_id if drive else self.cfg.robot_frame_id,
+                    horizon_s=self.cfg.drive_horizon_s)
+            except LayoutError as exc:  # pragma: no cover - grammar makes this unreachable
+                self.errors.append(str(exc))
+                continue
+            for f in fields:
+                prims.append(dataclasses.replace(f, accepted_direct=span.accepted_direct,
+                                                 fallback_from=span.fallback_from))
+            feats += [self.hidden[i] for i in range(span.start, span.end + 1) if i in self.hidden]
+        self.stats.tokens_primitive = n_prim
+        self.stats.tokens_text = len(self.tokens) - n_prim - self.stats.tokens_supplied
+        first = len(self.tokens)
+        specials = {self.vocab[V.TOOL_CALL_START]} | set(self.vocab.start_ids)
+        for i, t in enumerate(self.tokens):
+            if t in specials:
+                first = i
+                break
+        subtask = tok.decode(self.tokens[:first], skip_special_tokens=True).strip()
+        features = torch.stack(feats) if feats else torch.zeros(0, self.target.hidden_size)
+        return DecodeResult(tokens=list(self.tokens), text=tok.decode(self.tokens), subtask=subtask,
+                            primitives=prims, features=features, stats=self.stats, stop_reason=self.stop,
+                            decoder=self.mode, errors=self.errors, spans=self.spans)

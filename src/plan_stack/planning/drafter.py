@@ -1,0 +1,272 @@
+"""Block drafter: a few non-causal layers conditioned on target hidden states.
+
+DFlash-style design (DESIGN section 4, seed 001):
+* context = hidden states of `target_layers` (5 spread target layers),
+  concatenated, projected to the drafter width and RMS-normalised; each drafter
+  layer turns the context into its own keys/values (feature-level K/V
+  injection) and attends to it together with the block;
+* the block is [anchor, MASK x (B-1)], embedded with the target's frozen
+  input embeddings; positions inside the block see each other (non-causal)
+  and every context position before the anchor, nothing after it;
+* logits come from the target's frozen LM head, so only the layers and the
+  projections are trained and stored (safetensors + JSON config).
+
+The inference cache keeps each layer's context K/V for committed positions
+(append on commit, crop on rollback), so a draft costs one pass over the block.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from plan_stack.config import ConfigError, param, validate
+from plan_stack.planning.errors import PlanningError
+
+
+@dataclasses.dataclass(frozen=True)
+class DrafterConfig:
+    """Shape of a drafter; stored as config.json next to the weights."""
+
+    target_hidden: int = param("hidden width of the target (embeddings / LM head)", min=1)
+    target_layers: tuple[int, ...] = param("target layers whose hidden states form the context")
+    mask_token_id: int = param("id of <text_mask>, the MASK input of drafted positions", min=0)
+    width: int = param("drafter hidden width", 256, min=8)
+    layers: int = param("number of non-causal drafter layers", 5, min=1, max=64)
+    heads: int = param("attention heads", 4, min=1)
+    kv_heads: int = param("key/value heads (GQA)", 2, min=1)
+    head_dim: int = param("per-head width", 64, min=2)
+    intermediate: int = param("SwiGLU hidden width", 512, min=1)
+    rope_theta: float = param("rotary base", 10000.0, min=1.0)
+    rms_eps: float = param("RMSNorm epsilon", 1e-6, min=0.0)
+    text_block: int = param("text block size (1 anchor + proposals)", 16, min=2, max=256)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if not self.target_layers:
+            raise ConfigError("target_layers: at least one layer is needed")
+        if self.heads % self.kv_heads:
+            raise ConfigError(f"heads: {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        if self.head_dim % 2:
+            raise ConfigError(f"head_dim: {self.head_dim} must be even (rotary)")
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotate-half RoPE; x [..., n, d], pos [n]."""
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
+    ang = pos.to(torch.float32)[:, None] * inv[None]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype), torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+class DrafterLayer(nn.Module):
+    def __init__(self, c: DrafterConfig):
+        super().__init__()
+        self.c = c
+        self.in_norm = RMSNorm(c.width, c.rms_eps)
+        self.q_proj = nn.Linear(c.width, c.heads * c.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.width, c.kv_heads * c.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.width, c.kv_heads * c.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.heads * c.head_dim, c.width, bias=False)
+        self.q_norm = RMSNorm(c.head_dim, c.rms_eps)
+        self.k_norm = RMSNorm(c.head_dim, c.rms_eps)
+        self.post_norm = RMSNorm(c.width, c.rms_eps)
+        self.gate = nn.Linear(c.width, c.intermediate, bias=False)
+        self.up = nn.Linear(c.width, c.intermediate, bias=False)
+        self.down = nn.Linear(c.intermediate, c.width, bias=False)
+
+    def kv(self, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys/values [kv_heads, n, head_dim] of inputs x [n, width] at positions pos [n]."""
+        n = x.shape[0]
+        k = self.k_norm(self.k_proj(x).view(n, self.c.kv_heads, self.c.head_dim)).transpose(0, 1)
+        v = self.v_proj(x).view(n, self.c.kv_heads, self.c.head_dim).transpose(0, 1)
+        return _rope(k, pos, self.c.rope_theta), v
+
+    def forward(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """h [n, width] block states; ctx_k/v [kv, T, hd]; mask [n, T+n] bool (None = see all)."""
+        c = self.c
+        n = h.shape[0]
+        x = self.in_norm(h)
+        q = self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1)
+        q = _rope(q, pos, c.rope_theta)
+        k, v = self.kv(x, pos)
+        k = torch.cat([ctx_k, k], 1).repeat_interleave(c.heads // c.kv_heads, 0)
+        v = torch.cat([ctx_v, v], 1).repeat_interleave(c.heads // c.kv_heads, 0)
+        att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
+        h = h + self.o_proj(att.transpose(0, 1).reshape(n, c.heads * c.head_dim))
+        x = self.post_norm(h)
+        return h + self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Drafter(nn.Module):
+    """Trainable drafter layers; embeddings and LM head are borrowed (frozen) from the target."""
+
+    def __init__(self, config: DrafterConfig, embed_tokens: nn.Module, lm_head: nn.Module):
+        super().__init__()
+        c = self.config = config
+        self.fc = nn.Linear(len(c.target_layers) * c.target_hidden, c.width, bias=False)
+        self.ctx_norm = RMSNorm(c.width, c.rms_eps)
+        self.in_proj = nn.Identity() if c.width == c.target_hidden else nn.Linear(c.target_hidden, c.width, bias=False)
+        self.layers = nn.ModuleList(DrafterLayer(c) for _ in range(c.layers))
+        self.norm = RMSNorm(c.width, c.rms_eps)
+        self.out_proj = nn.Identity() if c.width == c.target_hidden else nn.Linear(c.width, c.target_hidden, bias=False)
+        self._shared = (embed_tokens, lm_head)  # a tuple: not registered, not saved, not trained
+        self._ctx_k: list[torch.Tensor] = []
+        self._ctx_v: list[torch.Tensor] = []
+        self.reset()
+
+    # -- shared pieces --
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.in_proj(self._shared[0](ids).to(self.fc.weight.dtype))
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        head = self._shared[1]
+        return head(self.out_proj(self.norm(h)).to(head.weight.dtype)).float()
+
+    def context(self, features: torch.Tensor) -> torch.Tensor:
+        """features [T, L*H_target] -> context states [T, width]."""
+        return self.ctx_norm(self.fc(features.to(self.fc.weight.dtype)))
+
+    # -- inference cache --
+    def reset(self) -> None:
+        c = self.config
+        dt = self.fc.weight.dtype
+        self._ctx_k = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt) for _ in range(c.layers)]
+        self._ctx_v = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt) for _ in range(c.layers)]
+
+    @property
+    def length(self) -> int:
+        return int(self._ctx_k[0].shape[1])
+
+    @torch.no_grad()
+    def extend(self, features: torch.Tensor) -> None:
+        """Append committed target positions (features [n, L*H]) to every layer's context K/V."""
+        ctx = self.context(features)
+        pos = torch.arange(self.length, self.length + ctx.shape[0])
+        for i, layer in enumerate(self.layers):
+            k, v = layer.kv(ctx, pos)
+            self._ctx_k[i] = torch.cat([self._ctx_k[i], k], 1)
+            self._ctx_v[i] = torch.cat([self._ctx_v[i], v], 1)
+
+    def crop(self, length: int) -> None:
+        if not 0 <= length <= self.length:
+            raise PlanningError(f"drafter crop to {length} outside [0, {self.length}]")
+        self._ctx_k = [k[:, :length] for k in self._ctx_k]
+        self._ctx_v = [v[:, :length] for v in self._ctx_v]
+
+    @torch.no_grad()
+    def draft(self, anchor_id: int, block_size: int) -> torch.Tensor:
+        """Logits [B-1, V] of positions 1..B-1 of the block [anchor, MASK x (B-1)] (one pass)."""
+        if block_size < 2:
+            raise PlanningError(f"block_size {block_size} < 2")
+        ids = torch.full((block_size,), self.config.mask_token_id, dtype=torch.long)
+        ids[0] = anchor_id
+        t = self.length
+        pos = torch.arange(t, t + block_size)
+        h = self.embed(ids)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, pos, self._ctx_k[i], self._ctx_v[i])
+        return self.logits(h[1:])
+
+    # -- packed training forward --
+    def forward_packed(self, ctx_features: torch.Tensor, ctx_pos: torch.Tensor, block_ids: torch.Tensor,
+                       block_pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Many blocks in one pass: logits [M, V] for the M packed block tokens.
+
+        ctx_features [S, L*H] (all samples' target features, concatenated),
+        ctx_pos [S] their positions; block_ids/pos [M]; mask [M, S+M] bool from
+        `packed_mask` (True = may attend).
+        """
+        ctx = self.context(ctx_features)
+        h = self.embed(block_ids)
+        bias = torch.zeros(mask.shape, dtype=h.dtype).masked_fill(~mask, float("-inf"))
+        for layer in self.layers:
+            ck, cv = layer.kv(ctx, ctx_pos)
+            h = layer(h, block_pos, ck, cv, bias)
+        return self.logits(h)
+
+
+def packed_mask(ctx_sample: torch.Tensor, ctx_pos: torch.Tensor, blk_sample: torch.Tensor, blk_index: torch.Tensor,
+                blk_anchor: torch.Tensor, blk_valid: torch.Tensor) -> torch.Tensor:
+    """Attention mask [M, S+M] for packed blocks (True = may attend).
+
+    A block token sees the context positions of its own sample that come before
+    its anchor, and the valid tokens of its own block (non-causal); nothing of
+    other blocks or samples.
+    """
+    ctx_ok = (blk_sample[:, None] == ctx_sample[None, :]) & (ctx_pos[None, :] < blk_anchor[:, None])
+    blk_ok = (blk_index[:, None] == blk_index[None, :]) & blk_valid[None, :]
+    return torch.cat([ctx_ok, blk_ok], 1)
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def new_drafter(target: Any, **overrides: Any) -> Drafter:
+    """A freshly initialised drafter for a `TargetAdapter` (shares its embeddings and LM head)."""
+    from plan_stack.planning import vocab as V
+
+    fields = dict(target_hidden=target.hidden_size, target_layers=tuple(target.feature_layers),
+                  mask_token_id=target.vocab[V.TEXT_MASK])
+    fields.update(overrides)
+    d = Drafter(DrafterConfig(**fields), target.embed_tokens, target.lm_head).to(target.dtype)
+    d.reset()
+    return d
+
+
+def save_drafter(drafter: Drafter, path: str | os.PathLike) -> None:
+    from safetensors.torch import save_file
+
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, CONFIG_FILE), "w") as fh:
+        json.dump(dataclasses.asdict(drafter.config), fh, indent=1)
+    save_file({k: v.contiguous() for k, v in drafter.state_dict().items()}, os.path.join(path, WEIGHTS_FILE))
+
+
+def load_drafter(path: str | os.PathLike, target: Any) -> Drafter:
+    """Load config.json + model.safetensors; the target must match its hidden width and layers."""
+    from safetensors.torch import load_file
+
+    cfg_path = os.path.join(path, CONFIG_FILE)
+    if not os.path.isfile(cfg_path):
+        raise PlanningError(f"{path}: no {CONFIG_FILE}")
+    with open(cfg_path) as fh:
+        raw = json.load(fh)
+    raw["target_layers"] = tuple(raw.get("target_layers", ()))
+    cfg = DrafterConfig(**raw)
+    if cfg.target_hidden != target.hidden_size or tuple(cfg.target_layers) != tuple(target.feature_layers):
+        raise PlanningError(
+            f"drafter expects target width {cfg.target_hidden} and layers {cfg.target_layers}, "
+            f"target has {target.hidden_size} and {target.feature_layers}")
+    d = Drafter(cfg, target.embed_tokens, target.lm_head)
+    d.load_state_dict(load_file(os.path.join(path, WEIGHTS_FILE)))
+    d = d.to(target.dtype)
+    d.reset()
+    return d
+
+
+def num_params(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+

@@ -1,0 +1,288 @@
+"""Frozen target VLM behind one small interface: prefill, block forward, rollback.
+
+Wraps a Hugging Face `transformers` Qwen3 (text) or Qwen3-VL model. The
+adapter owns the KV cache and the position bookkeeping so that decoders only
+deal with token ids:
+
+* positions: Qwen3-VL uses multi-axis (t, h, w) rotary positions; after the
+  prompt every axis equals `sequence_index + rope_delta`, where the delta comes
+  from the image grid. We compute the prompt positions once with the model's
+  own `get_rope_index` and pass explicit 4-row position ids (text row + 3 mrope
+  rows) on every later forward, so a block of any length, a rollback and a
+  re-forward all land on the same positions (HF's assisted-generation path
+  re-derives them from the cache and gets blocks wrong);
+* cache rollback crops the dynamic cache to a committed length;
+* every forward returns the logits, the concatenated hidden states of the
+  drafter's feature layers and the last hidden state (plan features).
+
+Nothing here imports ROS. Loading sets HF_HUB_OFFLINE=1 and only reads local
+directories.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from plan_stack.planning import vocab as V
+from plan_stack.planning.errors import PlanningError
+
+
+@dataclasses.dataclass
+class Prompt:
+    """Model inputs of one request: token ids and (VL) preprocessed images."""
+
+    input_ids: torch.Tensor  # [T] long
+    pixel_values: torch.Tensor | None = None  # [patches, C*t*p*p]
+    image_grid_thw: torch.Tensor | None = None  # [images, 3]
+    image_size: tuple[int, int] | None = None  # (width, height) of the first image, pixels
+
+
+@dataclasses.dataclass
+class StepOut:
+    """Outputs of one target forward over n positions."""
+
+    logits: torch.Tensor  # [n, V] float32
+    features: torch.Tensor  # [n, len(feature_layers) * H] drafter context features
+    last_hidden: torch.Tensor  # [n, H] final (normed) hidden state: plan features
+    vision_ms: float = 0.0
+
+
+def spread_layers(num_layers: int, count: int = 5) -> tuple[int, ...]:
+    """`count` target layers spread over the depth (DFlash uses 1..L-3; tiny models use 0..L-2).
+
+    Layers may repeat when the target has fewer layers than `count`.
+    """
+    lo, hi = (1, num_layers - 3) if num_layers >= 8 else (0, max(num_layers - 2, 0))
+    return tuple(int(round(x)) for x in np.linspace(lo, hi, count))
+
+
+class TargetAdapter:
+    """Stateful (one request at a time) wrapper of a frozen HF target model."""
+
+    def __init__(self, model: Any, tokenizer: Any, image_processor: Any = None,
+                 feature_layers: Sequence[int] | None = None):
+        self.model = model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        cfg = model.config
+        self.is_vl = hasattr(cfg, "vision_config")
+        self.text_config = cfg.get_text_config() if self.is_vl else cfg
+        self.hidden_size = int(self.text_config.hidden_size)
+        self.num_layers = int(self.text_config.num_hidden_layers)
+        self.feature_layers = tuple(feature_layers) if feature_layers else spread_layers(self.num_layers)
+        if any(not 0 <= l < self.num_layers for l in self.feature_layers):
+            raise PlanningError(f"feature_layers {self.feature_layers} outside 0..{self.num_layers - 1}")
+        vocab = V.Vocab.from_tokenizer(tokenizer)
+        self.vocab = dataclasses.replace(vocab, size=int(self.text_config.vocab_size))
+        if len(tokenizer) > self.vocab.size:
+            raise PlanningError(f"tokenizer has {len(tokenizer)} tokens but the model only {self.vocab.size}")
+        self.base = model.model  # Qwen3Model / Qwen3VLModel: returns hidden states
+        self.lm_head = model.get_output_embeddings()
+        self.embed_tokens = model.get_input_embeddings()
+        self.dtype = next(model.parameters()).dtype
+        self.cache = None
+        self._rope_delta = 0
+        self.prompt_length = 0
+
+    # -- inputs --------------------------------------------------------------------
+    def encode_prompt(self, text: str, images: Sequence[np.ndarray] = ()) -> Prompt:
+        """Token ids (and image tensors) for `images` (HxWx3 uint8) followed by `text`."""
+        if images and not self.is_vl:
+            raise PlanningError("this target is text-only; it cannot take images")
+        ids: list[int] = []
+        pixel_values = grid = None
+        size = None
+        if images:
+            if self.image_processor is None:
+                raise PlanningError("a VL target needs an image processor")
+            for im in images:
+                if not (isinstance(im, np.ndarray) and im.ndim == 3 and im.shape[2] == 3):
+                    raise PlanningError(f"images must be HxWx3 arrays, got {getattr(im, 'shape', type(im))}")
+            size = (int(images[0].shape[1]), int(images[0].shape[0]))
+            out = self.image_processor(images=list(images), return_tensors="pt")
+            pixel_values, grid = out["pixel_values"], out["image_grid_thw"]
+            merge = int(self.model.config.vision_config.spatial_merge_size)
+            tok = self.tokenizer
+            for thw in grid:
+                n = int(thw.prod()) // (merge * merge)
+                ids += [tok.convert_tokens_to_ids(V.VISION_START)] + [tok.convert_tokens_to_ids(V.IMAGE_PAD)] * n
+                ids += [tok.convert_tokens_to_ids(V.VISION_END)]
+        ids += self.tokenizer.encode(text, add_special_tokens=False)
+        return Prompt(torch.tensor(ids, dtype=torch.long), pixel_values, grid, size)
+
+    # -- core ----------------------------------------------------------------------
+    @property
+    def length(self) -> int:
+        """Committed positions in the KV cache."""
+        return 0 if self.cache is None else int(self.cache.get_seq_length())
+
+    def _positions(self, start: int, n: int) -> torch.Tensor:
+        text = torch.arange(start, start + n).view(1, 1, n)
+        if not self.is_vl:
+            return text[0]  # [1, n]
+        return torch.cat([text, (text + self._rope_delta).expand(3, 1, n)], 0)  # [4, 1, n]
+
+    def _run(self, ids: torch.Tensor, position_ids: torch.Tensor, **extra: Any) -> StepOut:
+        out = self.base(input_ids=ids.view(1, -1), position_ids=position_ids, cache=self.cache, use_cache=True,
+                        output_hidden_states=True, **extra)
+        hs = out.hidden_states
+        feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)
+        last = out.last_hidden_state[0]
+        logits = self.lm_head(last).float()
+        return StepOut(logits=logits, features=feats, last_hidden=last)
+
+    @torch.no_grad()
+    def prefill(self, prompt: Prompt) -> StepOut:
+        """Reset the cache and run the prompt; `vision_ms` is the image encoder's share."""
+        from transformers import DynamicCache
+
+        ids = prompt.input_ids.view(-1)
+        if ids.numel() == 0:
+            raise PlanningError("empty prompt")
+        self.cache = DynamicCache()
+        t_len = ids.numel()
+        extra: dict[str, Any] = {}
+        vision_ms = 0.0
+        if self.is_vl:
+            image_pad = self.model.config.image_token_id
+            mm = (ids == image_pad).int().view(1, -1)
+            if prompt.pixel_values is not None:
+                t0 = time.perf_counter()
+                vis = self.base.get_image_features(prompt.pixel_values.to(self.dtype), prompt.image_grid_thw,
+                                                   return_dict=True)
+                vision_ms = (time.perf_counter() - t0) * 1e3
+                extra["mm_encoder_outputs"] = {"image": vis}
+                extra["image_grid_thw"] = prompt.image_grid_thw
+                pos3, delta = self.base.get_rope_index(ids.view(1, -1), mm_token_type_ids=mm,
+                                                       image_grid_thw=prompt.image_grid_thw)
+                self._rope_delta = int(delta.view(-1)[0])
+            else:
+                if bool(mm.any()):
+                    raise PlanningError("prompt has image placeholders but no images")
+                pos3, self._rope_delta = torch.arange(t_len).view(1, 1, -1).expand(3, 1, -1), 0
+            position_ids = torch.cat([torch.arange(t_len).view(1, 1, -1), pos3], 0)
+        else:
+            position_ids = self._positions(0, t_len)
+        step = self._run(ids, position_ids, **extra)
+        step.vision_ms = vision_ms
+        self.prompt_length = t_len
+        return step
+
+    @torch.no_grad()
+    def forward(self, tokens: torch.Tensor | Sequence[int]) -> StepOut:
+        """Append `tokens` [n] to the cache and return outputs for these n positions."""
+        if self.cache is None:
+            raise PlanningError("forward before prefill")
+        ids = torch.as_tensor(tokens, dtype=torch.long).view(-1)
+        if ids.numel() == 0:
+            raise PlanningError("forward over an empty block")
+        return self._run(ids, self._positions(self.length, ids.numel()))
+
+    def rollback(self, length: int) -> None:
+        """Drop cached positions beyond `length` (rejected draft / regenerated suffix)."""
+        current = self.length
+        if not self.prompt_length <= length <= current:
+            raise PlanningError(f"rollback to {length} outside [{self.prompt_length}, {current}]")
+        if length < current:
+            self.cache.crop(length - current)  # negative: number of positions to drop
+
+    def greedy(self, logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
+        """Greedy next token from one logits row, optionally restricted to `allowed` ids."""
+        if allowed is None:
+            return int(logits.argmax())
+        return int(allowed[logits[allowed].argmax()])
+
+
+# --- building and loading ----------------------------------------------------------------
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    half = head_dim // 2
+    s = (3 * half) // 8
+    return [half - 2 * s, s, s]
+
+
+def tiny_target(kind: str = "text", *, hidden: int = 64, layers: int = 4, heads: int = 4, kv_heads: int = 2,
+                head_dim: int = 16, intermediate: int | None = None, vision_hidden: int = 32,
+                vision_depth: int = 1, seed: int = 0, dtype: torch.dtype = torch.float32,
+                tokenizer: Any = None, feature_layers: Sequence[int] | None = None) -> TargetAdapter:
+    """A randomly initialised Qwen3 (`text`) or Qwen3-VL (`vl`) target built from a config.
+
+    For tests and benchmarks; the tokenizer is `vocab.build_tokenizer()` unless given.
+    """
+    import transformers as tf
+
+    tok = tokenizer if tokenizer is not None else V.build_tokenizer()
+    vocab_size = len(tok)
+    text = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
+                num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                head_dim=head_dim, max_position_embeddings=4096, tie_word_embeddings=True,
+                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(seed)
+    if kind == "text":
+        model = tf.Qwen3ForCausalLM(tf.Qwen3Config(**text, rope_parameters={"rope_type": "default",
+                                                                          "rope_theta": 10000.0}))
+        processor = None
+    elif kind == "vl":
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0,
+                                   "mrope_section": _mrope_section(head_dim)}
+        cfg = tf.Qwen3VLConfig(
+            text_config=text,
+            vision_config=dict(depth=vision_depth, hidden_size=vision_hidden, intermediate_size=2 * vision_hidden,
+                               num_heads=2, out_hidden_size=hidden, patch_size=16, temporal_patch_size=2,
+                               spatial_merge_size=2, deepstack_visual_indexes=[0], num_position_embeddings=256),
+            image_token_id=tok.convert_tokens_to_ids(V.IMAGE_PAD),
+            vision_start_token_id=tok.convert_tokens_to_ids(V.VISION_START),
+            vision_end_token_id=tok.convert_tokens_to_ids(V.VISION_END),
+            tie_word_embeddings=True)
+        model = tf.Qwen3VLForConditionalGeneration(cfg)
+        processor = tf.Qwen2VLImageProcessorPil(patch_size=16, temporal_patch_size=2, merge_size=2,
+                                                min_pixels=32 * 32, max_pixels=256 * 256)
+    else:
+        raise PlanningError(f"kind must be 'text' or 'vl', got {kind!r}")
+    model = model.to(dtype)
+    return TargetAdapter(model, tok, processor, feature_layers)
+
+
+def save_target(target: TargetAdapter, path: str | os.PathLike) -> None:
+    """Write weights, config, tokenizer (and image processor) to a local directory."""
+    target.model.save_pretrained(path)
+    target.tokenizer.save_pretrained(path)
+    if target.image_processor is not None:
+        target.image_processor.save_pretrained(path)
+
+
+def load_target(path: str | os.PathLike, *, feature_layers: Sequence[int] | None = None,
+                dtype: torch.dtype | None = None) -> TargetAdapter:
+    """Load a local checkpoint directory (weights + tokenizer [+ image processor]) without network.
+
+    Missing primitive tokens are added to the tokenizer and the embeddings are
+    resized (the new rows are untrained until the target is fine-tuned).
+    """
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import transformers as tf
+
+    path = os.fspath(path)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise PlanningError(f"{path}: no config.json (not a checkpoint directory)")
+    cfg = tf.AutoConfig.from_pretrained(path, local_files_only=True)
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if hasattr(cfg, "vision_config"):
+        model = tf.AutoModelForImageTextToText.from_pretrained(path, **kwargs)
+        processor = tf.Qwen2VLImageProcessorPil.from_pretrained(path, local_files_only=True)
+    else:
+        model = tf.AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        processor = None
+    tok = tf.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if V.add_primitive_tokens(tok):
+        model.resize_token_embeddings(len(tok))
+    return TargetAdapter(model, tok, processor, feature_layers)

@@ -1,0 +1,84 @@
+"""Configuration of the stitcher (library and node share it; DESIGN §3, §6)."""
+from __future__ import annotations
+
+import dataclasses
+
+from plan_stack.config import ConfigError, param, validate
+
+__all__ = ["StitcherConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StitcherConfig:
+    joint_names: tuple[str, ...] = param(
+        "Joints of the output trajectory, in output order (chunks may list them in any order)", read_only=True)
+    discrete_joints: tuple[str, ...] = param(
+        "Subset of joint_names passed through rate-limited instead of optimised (grippers)", (), read_only=True)
+    backend: str = param("Trajectory generator: joint MPC (OSQP) or Ruckig", "mpc", choices=("mpc", "ruckig"))
+    mode: str = param("tracking: follow the rolling chunk; settle: come to rest at the chunk's last sample",
+                      "tracking", choices=("tracking", "settle"))
+    stitch_len: int = param(
+        "Samples of the trajectory being executed kept unchanged at the start of a new one (>= 1; the last is "
+        "the optimisation's start state)", 3, min=1, max=1000)
+    dt: float = param("Sample period of the output trajectory (s)", 0.02, min=1e-4, max=1.0, read_only=True)
+    v_max: float | tuple[float, ...] = param("Velocity limit, scalar or per joint (rad/s or m/s)", 3.0, min=1e-9)
+    a_max: float | tuple[float, ...] = param("Acceleration limit, scalar or per joint", 15.0, min=1e-9)
+    j_max: float | tuple[float, ...] = param("Jerk limit, scalar or per joint", 150.0, min=1e-9)
+    q_min: tuple[float, ...] = param("Lower position limit per continuous joint; empty = none", ())
+    q_max: tuple[float, ...] = param("Upper position limit per continuous joint; empty = none", ())
+    discrete_rate: float | tuple[float, ...] = param(
+        "Rate limit of the discrete joints (units/s), scalar or one per discrete joint", 2.0, min=1e-9)
+    w_tracking: float = param("MPC weight on (q - reference)²", 1.0, min=0.0)
+    w_velocity: float = param("MPC weight on v²", 0.0, min=0.0)
+    w_acceleration: float = param("MPC weight on a²", 1e-5, min=0.0)
+    w_jerk: float = param(
+        "MPC weight on j² (> 0); smoothing cut-off ~ (w_tracking / w_jerk)^(1/6) rad/s", 1e-6, min=1e-15)
+    w_terminal: float = param("MPC settle mode: weight on the final position error", 1.0, min=0.0)
+    w_stop_velocity: float = param("MPC settle mode: weight on the final velocity²", 1e-3, min=0.0)
+    w_stop_acceleration: float = param("MPC settle mode: weight on the final acceleration²", 1e-6, min=0.0)
+    limit_margin: float = param(
+        "Relative headroom the generators keep below each limit (absorbs solver tolerance)", 1e-3, min=0.0, max=0.1)
+    qp_solver: str = param(
+        "MPC solver for joints where a bound binds: exact dual active set on the condensed QP, or OSQP (set up "
+        "once per horizon, warm-started) finished exactly by the active-set method from OSQP's active set",
+        "active_set", choices=("active_set", "osqp"))
+    osqp_eps: float = param("OSQP absolute/relative tolerance before polishing", 1e-4, min=1e-12, max=1e-2)
+    osqp_max_iter: int = param("OSQP iteration cap per joint", 4000, min=10)
+    ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)
+    ruckig_lookahead: int = param("Ruckig: the chaser targets the reference this many samples ahead", 10, min=1)
+    settle_max_s: float = param("Longest tail appended in settle mode to come to rest (s)", 3.0, min=0.0)
+    command_latency_s: float = param(
+        "Time a command needs to reach the robot; the first new sample is due no earlier than now + this", 0.0,
+        min=0.0, max=1.0)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if not self.joint_names:
+            raise ConfigError("joint_names: at least one joint is required")
+        if len(set(self.joint_names)) != len(self.joint_names):
+            raise ConfigError(f"joint_names: duplicate names in {list(self.joint_names)}")
+        unknown = [j for j in self.discrete_joints if j not in self.joint_names]
+        if unknown:
+            raise ConfigError(f"discrete_joints: {unknown} not in joint_names")
+        nd = len(self.discrete_joints)
+        nc = len(self.joint_names) - nd
+        for name in ("v_max", "a_max", "j_max"):
+            v = getattr(self, name)
+            if isinstance(v, tuple) and len(v) not in (1, nc, len(self.joint_names)):
+                raise ConfigError(f"{name}: expected a scalar, {nc} values (continuous joints) or "
+                                  f"{len(self.joint_names)} (all joints), got {len(v)}")
+        for name in ("q_min", "q_max"):
+            v = getattr(self, name)
+            if v and len(v) not in (nc, len(self.joint_names)):
+                raise ConfigError(f"{name}: expected {nc} values (continuous joints) or "
+                                  f"{len(self.joint_names)}, got {len(v)}")
+        if bool(self.q_min) != bool(self.q_max):
+            raise ConfigError("q_min: q_min and q_max must be given together")
+        if isinstance(self.discrete_rate, tuple) and len(self.discrete_rate) not in (1, nd):
+            raise ConfigError(f"discrete_rate: expected a scalar or {nd} values, got {len(self.discrete_rate)}")
+        if self.ruckig_lookahead < self.ruckig_stride:
+            raise ConfigError(f"ruckig_lookahead: must be >= ruckig_stride ({self.ruckig_stride})")
+
+    @property
+    def continuous_joints(self) -> tuple[str, ...]:
+        return tuple(j for j in self.joint_names if j not in self.discrete_joints)

@@ -1,0 +1,417 @@
+"""Cross-chunk stitching: one ActionChunk in, one executable trajectory out (DESIGN §6).
+
+Timeline. The stitcher keeps the trajectory it emitted last (the *active*
+one: what was sent and when sample 0 is due). A new chunk is aligned to the
+active trajectory's sample grid (period `dt`), so samples that are already
+being executed are copied, never resampled; its reference is read off the
+chunk by linear interpolation at those grid times (exact when the grids
+coincide, as they do when the chunker and the stitcher share `dt`). The first
+new sample is the first grid time no earlier than now (+ command latency) and
+no earlier than the chunk's stamp: a late chunk is trimmed by the elapsed
+time, never replayed from its start.
+
+Stitching. The first `stitch_len` samples of the new trajectory are the active
+trajectory sampled at those times (the bridge); the continuous joints are then
+optimised from the state at the bridge's end, so position, velocity and
+acceleration are continuous at the seam by construction. Without an active
+trajectory (first chunk, or the last one has run out and a fresh measurement
+exists) the start state is the measured robot state with its velocity and
+acceleration.
+
+Safety. Every trajectory is checked against the limits before it is returned.
+A solver failure or a violation is never returned as is: the stitcher falls
+back to the Ruckig chaser, then to a jerk-limited stop from the same state,
+and says so in the result; if nothing passes, no trajectory is returned and
+the active one stays in force.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.limits import Limits, LimitReport, TrajectoryError, check_limits
+from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
+from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
+
+__all__ = [
+    "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Stitcher", "limits_from_config",
+]
+
+_TIME_EPS = 1e-6  # fraction of a sample period treated as "on the grid" (20 ns at 50 Hz)
+
+
+class ChunkError(TrajectoryError):
+    """A chunk that must not become motion. `reason` is a short machine-readable code:
+    `shape`, `non_finite`, `joint_names`, `dt`, `horizon`, `stale`, `no_state`."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """A policy's reference: positions [H, D] due at stamp_s + k·dt_s."""
+
+    stamp_s: float
+    joint_names: tuple[str, ...]
+    dt_s: float
+    positions: np.ndarray
+
+    @classmethod
+    def from_flat(cls, stamp_s: float, joint_names: Sequence[str], dt_s: float, horizon: int,
+                  flat: Sequence[float]) -> "Chunk":
+        """Build from the ActionChunk layout (H×D row-major). Raises ChunkError on a shape mismatch."""
+        names = tuple(joint_names)
+        flat = np.asarray(flat, dtype=float)
+        if not names:
+            raise ChunkError("joint_names", "chunk lists no joints")
+        if horizon < 1 or flat.size != horizon * len(names):
+            raise ChunkError("shape", f"{flat.size} positions for horizon {horizon} x {len(names)} joints")
+        return cls(float(stamp_s), names, float(dt_s), flat.reshape(horizon, len(names)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """Samples [T, D] due at t0_s + i·dt_s (execution timeline, s)."""
+
+    t0_s: float
+    dt_s: float
+    joint_names: tuple[str, ...]
+    positions: np.ndarray
+    velocities: np.ndarray
+    accelerations: np.ndarray
+
+    @property
+    def end_s(self) -> float:
+        return self.t0_s + (len(self.positions) - 1) * self.dt_s
+
+    def sample(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q, v, a) [n, D] at `times` as a quintic-interpolating controller executes it.
+
+        Grid times return the stored samples exactly; after the end the robot
+        holds the last position at rest; before the start, sample 0.
+        """
+        times = np.atleast_1d(np.asarray(times, dtype=float))
+        P, V, A = self.positions, self.velocities, self.accelerations
+        n_seg = len(P) - 1
+        u = (times - self.t0_s) / self.dt_s
+        q = np.empty((len(times), P.shape[1]))
+        v = np.empty_like(q)
+        a = np.empty_like(q)
+        for r, x in enumerate(u):
+            k = round(x)
+            if abs(x - k) <= _TIME_EPS and 0 <= k <= n_seg:
+                q[r], v[r], a[r] = P[k], V[k], A[k]
+            elif x > n_seg:
+                q[r], v[r], a[r] = P[-1], 0.0, 0.0
+            elif x < 0:
+                q[r], v[r], a[r] = P[0], V[0], A[0]
+            else:
+                i = int(math.floor(x))
+                q[r], v[r], a[r] = _quintic(P[i], V[i], A[i], P[i + 1], V[i + 1], A[i + 1], self.dt_s,
+                                            (x - i) * self.dt_s)
+        return q, v, a
+
+
+def _quintic(p0, v0, a0, p1, v1, a1, h, t):
+    """Quintic Hermite segment through (p, v, a) at both ends, evaluated at t in [0, h]."""
+    dp = p1 - p0
+    c3 = (20 * dp - (8 * v1 + 12 * v0) * h - (3 * a0 - a1) * h * h) / (2 * h**3)
+    c4 = (-30 * dp + (14 * v1 + 16 * v0) * h + (3 * a0 - 2 * a1) * h * h) / (2 * h**4)
+    c5 = (12 * dp - 6 * (v1 + v0) * h + (a1 - a0) * h * h) / (2 * h**5)
+    q = p0 + t * (v0 + t * (a0 / 2 + t * (c3 + t * (c4 + t * c5))))
+    v = v0 + t * (a0 + t * (3 * c3 + t * (4 * c4 + t * 5 * c5)))
+    a = a0 + t * (6 * c3 + t * (12 * c4 + t * 20 * c5))
+    return q, v, a
+
+
+class StitchStatus(enum.Enum):
+    OK = "ok"  # the configured backend's trajectory passed the limit check
+    FALLBACK = "fallback"  # the primary failed or violated a limit; a fallback passed
+    FAILED = "failed"  # nothing passed: no trajectory, the active one continues
+
+
+@dataclasses.dataclass(frozen=True)
+class StitchResult:
+    trajectory: Trajectory | None
+    status: StitchStatus
+    generator: str  # what produced the trajectory: mpc, ruckig, brake, or "" when FAILED
+    solve_ms: float
+    report: LimitReport | None
+    trimmed_steps: int  # chunk samples skipped because their time had passed
+    bridge_len: int  # samples copied from the active trajectory (1 = start state only)
+    constrained_joints: int  # MPC joints where a bound was active (OSQP ran)
+    seam_jump: tuple[float, float, float]  # max |Δq|, |Δv|, |Δa| against the execution state at sample 0
+    messages: tuple[str, ...]
+
+
+def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
+    """Pick a scalar / all-joints / subset-length parameter for the joints in idx."""
+    if not isinstance(value, tuple):
+        return float(value)
+    if len(value) == 0:
+        return None
+    if len(value) == 1:
+        return float(value[0])
+    arr = np.asarray(value, dtype=float)
+    return arr[idx] if len(arr) == len(cfg.joint_names) and len(arr) != n_sub else arr
+
+
+def limits_from_config(cfg: StitcherConfig) -> tuple[Limits, np.ndarray]:
+    """Limits of the continuous joints and the rate limits [Dd] of the discrete ones."""
+    cidx = np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int)
+    didx = np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int)
+    nc = len(cidx)
+    lim = Limits.create(nc, _per_joint(cfg.v_max, cfg, cidx, nc), _per_joint(cfg.a_max, cfg, cidx, nc),
+                        _per_joint(cfg.j_max, cfg, cidx, nc), _per_joint(cfg.q_min, cfg, cidx, nc),
+                        _per_joint(cfg.q_max, cfg, cidx, nc))
+    rate = np.broadcast_to(np.asarray(_per_joint(cfg.discrete_rate, cfg, didx, len(didx)), dtype=float),
+                           (len(didx),)).copy()
+    return lim, rate
+
+
+class Stitcher:
+    """Turns chunks into limit-checked trajectories that join the one being executed.
+
+    Not thread-safe: call `process` from one thread (the node's chunk callback).
+    """
+
+    def __init__(self, cfg: StitcherConfig) -> None:
+        self.cfg = cfg
+        self.limits, self.discrete_rate = limits_from_config(cfg)
+        self._cidx = np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int)
+        self._didx = np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int)
+        weights = MpcWeights(cfg.w_tracking, cfg.w_velocity, cfg.w_acceleration, cfg.w_jerk, cfg.w_terminal,
+                             cfg.w_stop_velocity, cfg.w_stop_acceleration)
+        self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver)
+        self._ruckig = RuckigFilter(cfg.limit_margin, cfg.ruckig_stride, cfg.ruckig_lookahead)
+        self._active: Trajectory | None = None
+
+    @property
+    def active(self) -> Trajectory | None:
+        """The trajectory emitted last (what the robot is executing)."""
+        return self._active
+
+    def prepare(self, horizon: int) -> None:
+        """Build the MPC data for every optimisation length a chunk of `horizon` samples can
+        need (trimming shortens it), so no chunk pays for a set-up. Call at start-up."""
+        if self.cfg.backend != "mpc":
+            return
+        for m in range(2, max(2, int(horizon)) + 1):
+            self._mpc.shape(m - 1, self.cfg.dt, self.cfg.mode == "settle")
+
+    def reset(self) -> None:
+        """Forget the active trajectory (the next chunk starts from a measured state)."""
+        self._active = None
+
+    # --- input ------------------------------------------------------------------
+
+    def _reference(self, chunk: Chunk) -> np.ndarray:
+        """Chunk positions [H, D] in config joint order; raises ChunkError on bad input."""
+        cfg = self.cfg
+        if not (math.isfinite(chunk.dt_s) and chunk.dt_s > 0):
+            raise ChunkError("dt", f"sample period must be finite and > 0, got {chunk.dt_s!r}")
+        if not math.isfinite(chunk.stamp_s):
+            raise ChunkError("non_finite", f"stamp is {chunk.stamp_s!r}")
+        if len(chunk.joint_names) != len(cfg.joint_names) or set(chunk.joint_names) != set(cfg.joint_names):
+            missing = sorted(set(cfg.joint_names) - set(chunk.joint_names))
+            extra = sorted(set(chunk.joint_names) - set(cfg.joint_names))
+            raise ChunkError("joint_names", f"expected {len(cfg.joint_names)} joints {list(cfg.joint_names)}; "
+                             f"missing {missing}, unexpected {extra}, got {len(chunk.joint_names)}")
+        P = np.asarray(chunk.positions, dtype=float)
+        if P.ndim != 2 or P.shape[1] != len(cfg.joint_names):
+            raise ChunkError("shape", f"positions have shape {P.shape}")
+        if not np.all(np.isfinite(P)):
+            bad = sorted({chunk.joint_names[j] for j in np.argwhere(~np.isfinite(P))[:, 1]})
+            raise ChunkError("non_finite", f"NaN/inf positions for {bad}")
+        if len(P) <= cfg.stitch_len:
+            raise ChunkError("horizon", f"horizon {len(P)} is not longer than stitch_len {cfg.stitch_len}")
+        if chunk.joint_names == cfg.joint_names:
+            return P
+        order = [chunk.joint_names.index(j) for j in cfg.joint_names]
+        return P[:, order]
+
+    # --- main entry -----------------------------------------------------------------
+
+    def process(self, chunk: Chunk, now_s: float,
+                measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> StitchResult:
+        """Stitch one chunk at execution time `now_s`.
+
+        `measured` = (q, v, a) [D] in config joint order, the robot's state;
+        used when no trajectory is active or the active one has ended. Raises
+        ChunkError for input that must not become motion.
+        """
+        t_begin = time.perf_counter()
+        cfg = self.cfg
+        dt = cfg.dt
+        R = self._reference(chunk)
+        H = len(R)
+        span_end = chunk.stamp_s + (H - 1) * chunk.dt_s
+        if now_s > span_end + _TIME_EPS * chunk.dt_s:
+            raise ChunkError("stale", f"chunk ended {now_s - span_end:.3f} s ago (stamp {chunk.stamp_s:.3f}, "
+                             f"span {(H - 1) * chunk.dt_s:.3f} s)")
+        act = self._active
+        use_active = act is not None and (measured is None or now_s <= act.end_s)
+        if not use_active and measured is None:
+            raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
+        earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
+        origin = act.t0_s if use_active else chunk.stamp_s
+        k = math.ceil((earliest - origin) / dt - _TIME_EPS)
+        t_start = origin + k * dt
+        n_out = math.floor((span_end - t_start) / dt + _TIME_EPS) + 1
+        S = cfg.stitch_len if use_active else 1
+        if use_active:
+            # Bridge only over samples the active trajectory still covers: past its end the
+            # robot holds at rest, and that hold state (not a resampled one) is the start.
+            S = max(1, min(S, math.floor((act.end_s - t_start) / dt + _TIME_EPS) + 1))
+        if n_out < S + 1:
+            raise ChunkError("stale", f"only {max(n_out, 0)} samples of the chunk remain after "
+                             f"{now_s - chunk.stamp_s:.3f} s of delay; need more than stitch_len {S}")
+        offset = (t_start - chunk.stamp_s) / chunk.dt_s  # chunk sample index of the first new sample
+        k0 = round(offset)
+        if chunk.dt_s == dt and abs(offset - k0) <= _TIME_EPS:  # grids coincide: no interpolation
+            ref = R[k0:k0 + n_out]
+        else:
+            idx = offset + np.arange(n_out) * (dt / chunk.dt_s)
+            lo = np.clip(np.floor(idx + _TIME_EPS).astype(int), 0, H - 1)
+            frac = np.clip(idx - lo, 0.0, 1.0)[:, None]
+            ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
+        trimmed = max(0, math.ceil(offset - _TIME_EPS))
+
+        if use_active:
+            bq, bv, ba = act.sample(t_start + dt * np.arange(S))
+            exec_state = (bq[0], bv[0], ba[0])
+        else:
+            mq, mv, ma = (np.asarray(x, dtype=float).reshape(-1) for x in measured)
+            if not (mq.shape == mv.shape == ma.shape == (len(cfg.joint_names),)):
+                raise TrajectoryError(f"measured state: expected {len(cfg.joint_names)} values per row")
+            if not np.isfinite(mq.sum() + mv.sum() + ma.sum()):
+                raise ChunkError("no_state", "measured robot state has NaN/inf")
+            bq, bv, ba = mq[None], mv[None], ma[None]
+            exec_state = (mq, mv, ma)
+
+        c = self._cidx
+        x0 = np.vstack([bq[-1, c], bv[-1, c], ba[-1, c]])
+        ref_c = ref[S - 1:, c]
+        settle = cfg.mode == "settle"
+        messages: list[str] = []
+        constrained = 0
+        chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
+        for attempt, gen in enumerate(chain):
+            out, msg, n_con = self._generate(gen, x0, ref_c, settle)
+            constrained = max(constrained, n_con)
+            if out is None:
+                messages.append(f"{gen}: {msg}")
+                continue
+            if msg:
+                messages.append(f"{gen}: {msg}")
+            traj = self._assemble(t_start, bq, bv, ba, out, ref, S, settle and gen != "brake")
+            rep = check_limits(dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
+                               self.limits, traj.positions[:, self._didx], self.discrete_rate)
+            if rep.ok:
+                self._active = traj
+                # Discrete channels join in position only (their v is a finite difference, a is 0).
+                jump = (float(np.max(np.abs(traj.positions[0] - exec_state[0]), initial=0.0)),
+                        float(np.max(np.abs(traj.velocities[0, c] - exec_state[1][c]), initial=0.0)),
+                        float(np.max(np.abs(traj.accelerations[0, c] - exec_state[2][c]), initial=0.0)))
+                return StitchResult(
+                    traj, StitchStatus.OK if attempt == 0 else StitchStatus.FALLBACK, gen,
+                    (time.perf_counter() - t_begin) * 1e3, rep, trimmed, S, constrained, jump, tuple(messages))
+            messages.append(f"{gen}: limit check failed (v {rep.v_ratio:.4f}, a {rep.a_ratio:.4f}, "
+                            f"j {rep.j_ratio:.4f}, q out by {rep.q_violation:.2e}, rate {rep.rate_ratio:.4f})")
+        return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, trimmed, S,
+                            constrained, (0.0, 0.0, 0.0), tuple(messages))
+
+    # --- generators -------------------------------------------------------------------
+
+    def _generate(self, gen: str, x0: np.ndarray, ref_c: np.ndarray, settle: bool):
+        """Continuous-joint samples (q, v, a) [T, Dc] starting with x0, or (None, why, n)."""
+        dt = self.cfg.dt
+        n_con = 0
+        if x0.shape[1] == 0:  # only discrete joints
+            z = np.zeros((len(ref_c), 0))
+            return (z, z, z), "", 0
+        if gen == "mpc":
+            r = self._mpc.solve(x0, ref_c, dt, self.limits, settle)
+            n_con = len(r.constrained_joints)
+            if r.status is not MpcStatus.OK:
+                return None, (f"QP ({self.cfg.qp_solver}) infeasible or not solved for continuous joints "
+                              f"{list(r.failed_joints)}"), n_con
+            q, v, a = r.positions, r.velocities, r.accelerations
+        elif gen == "ruckig":
+            r = self._ruckig.track(x0, ref_c, dt, self.limits)
+            if r.status is not RuckigStatus.OK:
+                return None, r.message, 0
+            q, v, a = r.positions, r.velocities, r.accelerations
+        else:  # brake: jerk-limited stop from the start state, reference ignored
+            r = self._ruckig.to_rest(x0, None, dt, self.limits, max_steps=max(1, round(self.cfg.settle_max_s / dt)))
+            if r.status is RuckigStatus.FAILED:
+                return None, r.message, 0
+            q, v, a = (np.vstack([x0[i:i + 1], part]) for i, part in enumerate(
+                (r.positions, r.velocities, r.accelerations)))
+            return (q, v, a), r.message, 0
+        msg = ""
+        if settle:
+            tail = self._ruckig.to_rest(np.vstack([q[-1], v[-1], a[-1]]), ref_c[-1], dt, self.limits,
+                                        max_steps=max(1, round(self.cfg.settle_max_s / dt)))
+            if tail.status is RuckigStatus.FAILED:
+                return None, f"settle tail: {tail.message}", n_con
+            if tail.status is RuckigStatus.NOT_AT_REST:
+                msg = f"settle tail {tail.message}"
+            q = np.vstack([q, tail.positions])
+            v = np.vstack([v, tail.velocities])
+            a = np.vstack([a, tail.accelerations])
+        return (q, v, a), msg, n_con
+
+    def _assemble(self, t_start, bq, bv, ba, cont, ref, S, settle: bool = False) -> Trajectory:
+        """Bridge rows + generated continuous rows + rate-limited discrete rows.
+
+        In settle mode, when the continuous joints end at rest, rows holding them are
+        appended until the discrete channels have reached their final reference too
+        (within `settle_max_s`).
+        """
+        cfg = self.cfg
+        q_c, v_c, a_c = cont
+        c, d = self._cidx, self._didx
+        n_c = len(q_c)
+        T = S - 1 + n_c
+        if not len(d) and S == 1:  # the common case: nothing to copy or rate-limit
+            return Trajectory(t_start, cfg.dt, cfg.joint_names, q_c, v_c, a_c)
+        step = self.discrete_rate * cfg.dt
+        Pd = np.empty((T, len(d)))
+        if len(d):
+            target_d = ref[np.minimum(np.arange(T), len(ref) - 1)][:, d]
+            Pd[:S] = bq[:, d]
+            for i in range(S, T):
+                Pd[i] = Pd[i - 1] + np.clip(target_d[i] - Pd[i - 1], -step, step)
+        extra = 0
+        if settle and len(d) and not np.any(v_c[-1]) and not np.any(a_c[-1]):
+            gap = float(np.max(np.abs(ref[-1, d] - Pd[-1]) / step, initial=0.0))
+            extra = min(math.ceil(gap - 1e-9), round(cfg.settle_max_s / cfg.dt))
+            tail = np.empty((extra, len(d)))
+            prev = Pd[-1]
+            for i in range(extra):
+                prev = tail[i] = prev + np.clip(ref[-1, d] - prev, -step, step)
+            Pd = np.vstack([Pd, tail])
+        T += extra
+        D = len(cfg.joint_names)
+        P = np.empty((T, D))
+        V = np.empty((T, D))
+        A = np.empty((T, D))
+        P[:S], V[:S], A[:S] = bq, bv, ba
+        P[S - 1:S - 1 + n_c, c], V[S - 1:S - 1 + n_c, c], A[S - 1:S - 1 + n_c, c] = q_c, v_c, a_c
+        if extra:  # hold the continuous joints at rest while the discrete ones finish
+            P[S - 1 + n_c:, c], V[S - 1 + n_c:, c], A[S - 1 + n_c:, c] = q_c[-1], 0.0, 0.0
+        if len(d):
+            P[:, d] = Pd
+            V[:-1, d] = np.diff(Pd, axis=0) / cfg.dt
+            V[-1, d] = 0.0
+            A[:, d] = 0.0
+        return Trajectory(t_start, cfg.dt, cfg.joint_names, P, V, A)

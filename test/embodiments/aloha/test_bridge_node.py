@@ -1,0 +1,277 @@
+"""aloha_bridge + aloha_sim over real DDS, on sim time (short motions, no rendering)."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+rclpy = pytest.importorskip("rclpy")
+
+from builtin_interfaces.msg import Duration  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
+
+from plan_stack.action import ExecuteTrajectory  # noqa: E402
+from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode  # noqa: E402
+from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, gripper_from_joint  # noqa: E402
+from plan_stack.embodiments.aloha.sim_node import AlohaSimNode  # noqa: E402
+from plan_stack.ros.conventions import SENSOR_QOS, WARN  # noqa: E402
+from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
+
+assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
+
+WAIST = JOINT_NAMES.index("left_waist")
+R_ELBOW = JOINT_NAMES.index("right_elbow")
+START = np.array([*START_ARM_POSE, 0.0, *START_ARM_POSE, 0.0])
+WATCHDOG_S = 0.4
+
+
+class Probe(Node):
+    """Test client: joint_states history (sim time, stack units), diagnostics, action client."""
+
+    def __init__(self, context) -> None:
+        super().__init__("probe", context=context, parameter_overrides=[Parameter("use_sim_time", value=True)])
+        self.states: list[tuple[float, np.ndarray]] = []
+        self.diag: list = []
+        self.create_subscription(JointState, "joint_states", self._js, SENSOR_QOS)
+        self.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diag.extend(m.status), 50)
+        self.client = ActionClient(self, ExecuteTrajectory, "execute_trajectory")
+        self.stream = self.create_publisher(JointTrajectory, "trajectory", 10)
+
+    def _js(self, msg: JointState) -> None:
+        q = np.array(msg.position)
+        q[[6, 13]] = gripper_from_joint(q[[6, 13]])
+        self.states.append((msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, q))
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.states[-1][1]
+
+    def now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+
+def make_goal(times, positions, velocities=None, accelerations=None, names=JOINT_NAMES) -> ExecuteTrajectory.Goal:
+    goal = ExecuteTrajectory.Goal()
+    goal.trajectory.joint_names = list(names)
+    for i, t in enumerate(times):
+        p = JointTrajectoryPoint(time_from_start=Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9))))
+        p.positions = [float(x) for x in positions[i]]
+        if velocities is not None:
+            p.velocities = [float(x) for x in velocities[i]]
+        if accelerations is not None:
+            p.accelerations = [float(x) for x in accelerations[i]]
+        goal.trajectory.points.append(p)
+    return goal
+
+
+def rest_goal(target: np.ndarray, duration: float) -> ExecuteTrajectory.Goal:
+    """One quintic point at rest: the controller interpolates from the present reference."""
+    z = np.zeros((1, 14))
+    return make_goal([duration], target[None, :], z, z)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    with ros_context() as ctx:
+        sim = AlohaSimNode(context=ctx, parameter_overrides=[
+            Parameter("camera_rate_hz", value=0.0), Parameter("real_time_factor", value=1.0),
+            Parameter("ground_truth_rate_hz", value=0.0)])
+        bridge = AlohaBridgeNode(context=ctx, parameter_overrides=[
+            Parameter("use_sim_time", value=True), Parameter("watchdog_timeout", value=WATCHDOG_S)])
+        probe = Probe(ctx)
+        with executor_with(ctx, sim, bridge, probe) as ex:
+            assert spin_until(ex, lambda: len(probe.states) > 5 and bridge._follower is not None, 15.0)
+            assert probe.client.wait_for_server(timeout_sec=5.0)
+            yield ex, probe, bridge
+
+
+def send(ex, probe, goal, timeout=15.0, feedback=None):
+    fut = probe.client.send_goal_async(goal, feedback_callback=feedback)
+    assert spin_until(ex, fut.done, timeout)
+    handle = fut.result()
+    assert handle.accepted
+    return handle
+
+
+def result_of(ex, handle, timeout=15.0):
+    fut = handle.get_result_async()
+    assert spin_until(ex, fut.done, timeout)
+    return fut.result().result
+
+
+def settle_target(probe) -> np.ndarray:
+    q = probe.q.copy()
+    q[[6, 13]] = 1.0
+    return q
+
+
+def test_trajectory_reaches_goal_within_tolerance(graph):
+    ex, probe, _ = graph
+    target = settle_target(probe)
+    target[WAIST] += 0.3
+    target[R_ELBOW] -= 0.2
+    feedback = []
+    result = result_of(ex, send(ex, probe, rest_goal(target, 1.0), feedback=lambda m: feedback.append(m.feedback)))
+    assert result.error_code == ExecuteTrajectory.Result.SUCCESSFUL, result.error_string
+    t = [f.time_from_start for f in feedback]
+    err = [f.max_tracking_error for f in feedback]
+    assert len(feedback) >= 5 and np.all(np.diff(t) > 0) and t[-1] >= 0.9
+    assert np.all(np.diff(err) >= 0) and 0.0 < err[-1] < 0.1  # tracking error against joint_states, non-decreasing max
+    spin_until(ex, lambda: False, 0.3)
+    err = np.abs(probe.q - target)
+    assert err[WAIST] < 0.02 and err[R_ELBOW] < 0.02, err
+    assert np.all(err[[0, 1, 2, 7, 8, 9]] < 0.05), err
+
+
+def test_replacement_mid_motion_has_no_position_jump(graph):
+    ex, probe, _ = graph
+    start = settle_target(probe)
+    a = start.copy()
+    a[WAIST] += 0.6
+    b = start.copy()
+    b[WAIST] -= 0.3
+    first = send(ex, probe, rest_goal(a, 1.5))
+    t_switch = probe.now() + 0.7
+    spin_until(ex, lambda: probe.now() >= t_switch, 5.0)
+    n_before = len(probe.states)
+    q_at_switch = probe.q[WAIST]
+    assert q_at_switch > start[WAIST] + 0.1  # it was moving
+    second = send(ex, probe, rest_goal(b, 1.5))
+    r1 = result_of(ex, first)
+    assert r1.error_code != ExecuteTrajectory.Result.SUCCESSFUL and "preempted" in r1.error_string
+    r2 = result_of(ex, second)
+    assert r2.error_code == ExecuteTrajectory.Result.SUCCESSFUL, r2.error_string
+    t = np.array([s[0] for s in probe.states[n_before - 5:]])
+    q = np.array([s[1][WAIST] for s in probe.states[n_before - 5:]])
+    speed = np.abs(np.diff(q)) / np.maximum(np.diff(t), 1e-3)
+    # Quintic 0.6 rad in 1.5 s peaks at 0.75 rad/s; a jump back to the old start would be far faster.
+    assert speed.max() < 1.5, speed.max()
+    assert abs(probe.q[WAIST] - b[WAIST]) < 0.03
+
+
+def test_cancel_decelerates_within_limits(graph):
+    ex, probe, bridge = graph
+    start = settle_target(probe)
+    target = start.copy()
+    target[WAIST] += 1.2
+    handle = send(ex, probe, rest_goal(target, 2.0))
+    t_cancel = probe.now() + 0.9
+    spin_until(ex, lambda: probe.now() >= t_cancel, 5.0)
+    n0 = len(probe.states)
+    with bridge._lock:
+        ref = bridge._follower.sample(bridge._now())
+    v0 = abs(ref.velocities[WAIST])
+    assert v0 > 0.3
+    fut = handle.cancel_goal_async()
+    refs = []  # (time, reference velocity) of the bridge's controller mirror while stopping
+
+    def sample_ref() -> bool:
+        with bridge._lock:
+            now = bridge._now()
+            refs.append((now, bridge._follower.sample(now).velocities[WAIST]))
+        return False
+
+    assert spin_until(ex, lambda: sample_ref() or fut.done(), 5.0)
+    result = result_of(ex, handle)
+    assert "canceled" in result.error_string
+    a_max = bridge.limits.acceleration[WAIST]
+    t_stop = v0 / (bridge.cfg.stop_deceleration_scale * a_max)
+    t_end = probe.now() + t_stop + 0.6
+    spin_until(ex, lambda: sample_ref() or probe.now() > t_end, 5.0)
+    t = np.array([r[0] for r in refs])
+    v = np.array([r[1] for r in refs])
+    keep = np.diff(t) > 1e-4
+    decel = np.abs(np.diff(v)[keep] / np.diff(t)[keep])
+    assert decel.max() <= a_max * 1.01, decel.max()
+    assert abs(v[-1]) < 1e-9  # the reference came to rest
+    # Stopped well short of the goal, about one braking distance (+ cancel latency, servo lag) past the cancel point.
+    q_cancel = probe.states[n0][1][WAIST]
+    assert probe.q[WAIST] < target[WAIST] - 0.3
+    assert abs(probe.q[WAIST] - q_cancel) < v0 * 0.25 + v0**2 / (2 * 0.8 * a_max) + 0.05
+    ts = np.array([s[0] for s in probe.states[n0:]])
+    q = np.array([s[1][WAIST] for s in probe.states[n0:]])
+    late = ts > ts[-1] - 0.3
+    assert np.ptp(q[late]) < 0.01  # standing still
+
+
+def test_watchdog_holds_last_commanded_position(graph):
+    ex, probe, bridge = graph
+    target = settle_target(probe)
+    target[WAIST] -= 0.2
+    probe.diag.clear()
+    result = result_of(ex, send(ex, probe, rest_goal(target, 0.5)))
+    assert result.error_code == 0
+    t_end = probe.now()
+    spin_until(ex, lambda: probe.now() > t_end + WATCHDOG_S + 0.5, 5.0)
+    n0 = len(probe.states)
+    spin_until(ex, lambda: probe.now() > t_end + WATCHDOG_S + 1.5, 5.0)
+    held = np.array([s[1] for s in probe.states[n0:]])
+    assert np.all(np.abs(held[:, WAIST] - target[WAIST]) < 0.02)
+    warn = [s for s in probe.diag if s.name.endswith("watchdog") and s.level == WARN]
+    assert warn and "holding the last commanded position" in warn[-1].message
+    assert bridge._hold_sent
+
+
+MESSAGES = {"nan": "non-finite", "unknown": "unknown joint", "missing": "missing joint", "times": "strictly increasing",
+            "position": "outside", "velocity": "velocity", "acceleration": "acceleration", "jump": "due now"}
+
+
+@pytest.mark.parametrize("case", ["nan", "unknown", "missing", "times", "position", "velocity", "acceleration", "jump"])
+def test_invalid_goals_are_rejected_without_motion(graph, case):
+    ex, probe, _ = graph
+    spin_until(ex, lambda: False, 0.2)
+    q0 = probe.q.copy()
+    target = settle_target(probe)
+    names = list(JOINT_NAMES)
+    times, pos, vel, acc = [0.5, 1.0], np.stack([target, target]), None, None
+    expected = ExecuteTrajectory.Result.INVALID_GOAL
+    if case == "nan":
+        pos[1, WAIST] = np.nan
+    elif case == "unknown":
+        names[3] = "left_elbowz"
+        expected = ExecuteTrajectory.Result.INVALID_JOINTS
+    elif case == "missing":
+        names, pos = names[:-1], pos[:, :-1]
+        expected = ExecuteTrajectory.Result.INVALID_JOINTS
+    elif case == "times":
+        times = [1.0, 1.0]
+    elif case == "position":
+        pos[1, WAIST] = 3.5  # beyond +-3.14158
+    elif case == "velocity":
+        pos[1, WAIST] = target[WAIST] + 0.5
+        times = [0.5, 0.6]  # 5 rad/s > pi
+    elif case == "acceleration":
+        vel, acc = np.zeros((2, 14)), np.zeros((2, 14))
+        pos[1, WAIST] += 0.05  # quintic rest-to-rest 0.05 rad in 0.1 s: 0.94 rad/s but 29 rad/s^2 > 25
+        times = [0.5, 0.6]
+    elif case == "jump":
+        pos = pos[:1].copy()
+        pos[0, WAIST] += 0.3
+        times = [0.0]
+    result = result_of(ex, send(ex, probe, make_goal(times, pos, vel, acc, names)))
+    assert result.error_code == expected, result.error_string
+    assert MESSAGES[case] in result.error_string, result.error_string
+    spin_until(ex, lambda: False, 0.4)
+    assert np.all(np.abs((probe.q - q0)[[0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12]]) < 0.01)
+
+
+def test_streamed_trajectory_is_followed(graph):
+    ex, probe, _ = graph
+    target = settle_target(probe)
+    target[WAIST] += 0.2
+    goal = rest_goal(target, 0.6)
+    probe.stream.publish(goal.trajectory)
+    t0, wall0 = probe.now(), time.monotonic()
+    spin_until(ex, lambda: probe.now() > t0 + 1.0, 5.0)
+    assert abs(probe.q[WAIST] - target[WAIST]) < 0.03
+    # real_time_factor 1: sim time never runs ahead of the wall clock.
+    assert probe.now() - t0 <= (time.monotonic() - wall0) * 1.05 + 0.05

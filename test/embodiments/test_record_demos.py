@@ -1,0 +1,119 @@
+"""`plan-stack record-demos`: the bag opens with rosbags and has every documented topic; annotations agree with it.
+
+ALOHA (the default robot) in depth; `--robot franka` and `--robot drive` reach their recorders (whose
+bags and annotations test/embodiments/{franka,drive} check in depth)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from plan_stack.cli import main as cli_main
+from plan_stack.embodiments.aloha.annotation import read_annotation
+from plan_stack.embodiments.aloha.model import JOINT_NAMES
+from plan_stack.embodiments.camera import CameraModel, project_points, world_to_camera
+from plan_stack.embodiments.aloha.recording import TOPICS
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demos")
+    status = cli_main(["record-demos", "--task", "transfer_cube", "--episodes", "1", "--seed", "2", "--out", str(out),
+                       "--width", "64", "--height", "48", "--camera-rate", "2", "--keyframe-period", "1.0"])
+    assert status == 0
+    return out
+
+
+def test_bag_has_every_documented_topic(recorded):
+    from rosbags.highlevel import AnyReader
+
+    bag = recorded / "transfer_cube_0002"
+    assert (bag / "transfer_cube_0002.mcap").is_file()
+    with AnyReader([bag]) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        assert set(counts) == set(TOPICS)
+        assert all(n > 0 for n in counts.values()), counts
+        assert counts["/joint_states"] == 401 and counts["/action"] == 400
+        seen = {}
+        for conn, t_ns, raw in reader.messages():
+            if conn.topic not in seen:
+                seen[conn.topic] = (t_ns, reader.deserialize(raw, conn.msgtype))
+    img = seen["/cameras/cam_high/image_raw"][1]
+    assert (img.width, img.height, img.encoding, len(img.data)) == (64, 48, "rgb8", 64 * 48 * 3)
+    assert list(seen["/joint_states"][1].name) == list(JOINT_NAMES)
+    assert seen["/instruction"][1].data.startswith("pick up the red cube")
+    assert seen["/cameras/cam_high/camera_info"][1].k[0] > 0
+
+
+def test_annotation_matches_bag_ground_truth(recorded):
+    from rosbags.highlevel import AnyReader
+
+    ann = read_annotation(str(recorded / "transfer_cube_0002.json"))
+    assert ann["success"] and ann["reward"] == 4 and ann["waypoints"] == 10
+    assert [s["text"] for s in ann["subtasks"]][0] == "reach for the red cube with the right arm"
+    assert len(ann["keyframes"]) == 9  # every 1.0 s over 8 s, both ends
+    assert ann["keyframes"][0]["boxes"][0]["object"] == "box"
+    with AnyReader([recorded / "transfer_cube_0002"]) as reader:
+        conns = [c for c in reader.connections if c.topic == "/ground_truth/right_gripper/pose"]
+        poses = {t: reader.deserialize(raw, c.msgtype).pose.position for c, t, raw in reader.messages(connections=conns)}
+    cam = ann["camera"]
+    pose = (np.array(cam["world_position"]), np.array(cam["world_rotation"]))
+    K = np.array(cam["K"])
+    model = CameraModel("cam_high", cam["width"], cam["height"], K[0, 0], K[1, 1], K[0, 2], K[1, 2])
+    for kf in ann["keyframes"][:-1]:
+        p = poses[int(round(kf["t_s"] * 1e9))]
+        first = world_to_camera(np.array([[p.x, p.y, p.z]]), pose)
+        right = kf["arms"]["right"]
+        assert np.allclose(right["xyz"][0], first[0], atol=2e-3)  # a trajectory starts at the gripper
+        uv, inside = project_points(np.array(right["xyz"]), model)
+        for k in range(10):
+            assert right["in_image"][k] == bool(inside[k])
+            if inside[k]:
+                assert np.allclose(right["uv"][k], uv[k], atol=0.02)
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    assert cli_main(["record-demos", "--episodes", "0", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--width", "4", "--out", str(tmp_path)]) == 2
+
+
+def test_bad_robot_arguments_exit_2(tmp_path):
+    assert cli_main(["record-demos", "--robot", "franka", "--task", "transfer_cube", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--robot", "drive", "--task", "pick_place", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--task", "drive", "--out", str(tmp_path)]) == 2  # --robot defaults to aloha
+    assert cli_main(["record-demos", "--robot", "franka", "--duration", "5", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--robot", "drive", "--horizon", "-1", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--robot", "franka", "--waypoints", "1", "--out", str(tmp_path)]) == 2
+    assert not any(tmp_path.iterdir())  # nothing recorded
+
+
+def test_drive_robot_records_with_its_options(tmp_path, capsys):
+    from plan_stack.embodiments.drive.recording import FORMAT
+
+    status = cli_main(["record-demos", "--robot", "drive", "--episodes", "1", "--seed", "3", "--out", str(tmp_path),
+                       "--width", "64", "--height", "48", "--duration", "2", "--horizon", "1", "--waypoints", "4",
+                       "--camera-rate", "2", "--keyframe-period", "1"])
+    assert status == 0
+    assert (tmp_path / "drive_0003" / "drive_0003.mcap").is_file()
+    ann = json.loads((tmp_path / "drive_0003.json").read_text())
+    assert ann["format"] == FORMAT and ann["duration_s"] == 2.0 and ann["horizon_s"] == 1.0
+    assert ann["waypoints"] == 4 and all(len(kf["xy"]) == 4 for kf in ann["keyframes"])
+    assert ann["camera"]["width"] == 64
+    assert "episodes without collision or road departure" in capsys.readouterr().out
+    assert cli_main(["record-demos", "--robot", "drive", "--episodes", "1", "--seed", "3",
+                     "--out", str(tmp_path), "--duration", "1"]) == 1  # the bag exists: never overwritten
+
+
+def test_franka_robot_records_pick_place(tmp_path, capsys):
+    from plan_stack.embodiments.franka.recording import FORMAT
+
+    status = cli_main(["record-demos", "--robot", "franka", "--episodes", "1", "--seed", "2", "--out", str(tmp_path),
+                       "--width", "64", "--height", "48", "--camera-rate", "2", "--keyframe-period", "1.0",
+                       "--waypoints", "6"])
+    assert status == 0
+    assert (tmp_path / "pick_place_0002" / "pick_place_0002.mcap").is_file()
+    ann = json.loads((tmp_path / "pick_place_0002.json").read_text())
+    assert ann["format"] == FORMAT and ann["task"] == "pick_place" and ann["success"]
+    assert ann["waypoints"] == 6 and ann["camera"]["width"] == 64
+    assert "pick_place seed 2: success" in capsys.readouterr().out

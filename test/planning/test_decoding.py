@@ -1,0 +1,277 @@
+"""AR / DFlash / VFlash decoders: identity with AR, gate, fallbacks, rejections, accounting."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from plan_stack.config import ConfigError
+from plan_stack.planning import layouts as L
+from plan_stack.planning import vocab as V
+from plan_stack.planning.decoding import Decoder, DecoderConfig
+from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.target import Prompt
+
+IMAGE_SIZE = (64, 48)
+
+
+def _image(seed):
+    return (np.random.default_rng(seed).random((48, 64, 3)) * 255).astype(np.uint8)
+
+
+def _random_prompts(target, n, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        ids = rng.integers(0, 440, size=int(rng.integers(3, 14))).tolist()  # plain BPE tokens
+        text = target.tokenizer.decode(ids)
+        out.append(target.encode_prompt(text, [_image(seed + i)] if target.is_vl else []))
+    return out
+
+
+class TargetAsDrafter:
+    """Identical drafter: proposes the target's own greedy continuation (then restores its cache)."""
+
+    def __init__(self, target):
+        self.t = target
+
+    def reset(self):
+        pass
+
+    def extend(self, features):
+        pass
+
+    def draft(self, anchor, block_size):
+        start = self.t.length
+        rows, tok = [], anchor
+        for _ in range(block_size - 1):
+            logits = self.t.forward([tok]).logits[0]
+            tok = int(logits.argmax())
+            row = torch.zeros_like(logits)
+            row[tok] = 100.0
+            rows.append(row)
+        self.t.rollback(start)
+        return torch.stack(rows)
+
+
+class NoisyOracle(TargetAsDrafter):
+    """The identical drafter with a fraction of its proposals replaced by random tokens."""
+
+    def __init__(self, target, p_wrong, seed):
+        super().__init__(target)
+        self.p_wrong, self.rng = p_wrong, np.random.default_rng(seed)
+
+    def draft(self, anchor, block_size):
+        logits = super().draft(anchor, block_size)
+        for i in range(logits.shape[0]):
+            if self.rng.random() < self.p_wrong:
+                logits[i, int(self.rng.integers(0, 440))] = 1000.0
+        return logits
+
+
+class RiggedDrafter:
+    """A real drafter whose primitive drafts are forced to chosen tokens (to build invalid blocks)."""
+
+    def __init__(self, inner, block_size, forced):
+        self.inner, self.block_size, self.forced = inner, block_size, forced  # forced: {block position: id}
+
+    def reset(self):
+        self.inner.reset()
+
+    def extend(self, features):
+        self.inner.extend(features)
+
+    def draft(self, anchor, block_size):
+        logits = self.inner.draft(anchor, block_size)
+        if block_size == self.block_size:
+            for pos, tok in self.forced.items():
+                logits[pos - 1, tok] = 1e4
+        return logits
+
+
+@pytest.mark.parametrize("which,n,seed", [("text_target", 4, 0), ("vl_target", 3, 100)])
+def test_greedy_dflash_and_vflash_text_are_token_identical_to_ar(request, small_drafter, which, n, seed):
+    tg = request.getfixturevalue(which)
+    dec = Decoder(tg, small_drafter(tg, seed=seed), DecoderConfig(budget=32))
+    starts = tg.vocab.start_ids
+    for prompt in _random_prompts(tg, n, seed):
+        ar = dec.generate(prompt, decoder="ar")
+        df = dec.generate(prompt, decoder="dflash")
+        vf = dec.generate(prompt, decoder="vflash")
+        assert df.tokens == ar.tokens
+        cut = next((i for i, t in enumerate(ar.tokens) if t in starts), len(ar.tokens))
+        assert vf.tokens[:cut + 1] == ar.tokens[:cut + 1]  # text path (up to the first primitive)
+        assert ar.stats.target_forwards == len(ar.tokens) and ar.stats.tau == 1.0
+        assert df.stats.drafter_forwards == df.stats.target_forwards - 1
+
+
+def test_greedy_dflash_is_identical_to_ar_inside_primitives(text_target, vl_target, small_drafter):
+    """With supplied tool calls the constrained verification still reproduces constrained AR."""
+    for tg, start, b in [(text_target, V.ROBOT_2D, 24), (vl_target, V.BOX, 6), (vl_target, V.DRIVE_2D, 20)]:
+        dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60))
+        prompt = tg.encode_prompt("plan", [_image(3)] if tg.is_vl else [])
+        prefix = L.tool_call_text(b) + start
+        ar = dec.generate(prompt, decoder="ar", response_prefix=prefix, image_size=IMAGE_SIZE)
+        df = dec.generate(prompt, decoder="dflash", response_prefix=prefix, image_size=IMAGE_SIZE)
+        assert df.tokens == ar.tokens
+        assert len(ar.spans) >= 1 and ar.spans[0].layout.block_size == b
+        assert ar.primitives and ar.primitives[0].block_size == b
+
+
+def test_partial_acceptance_keeps_identity(text_target):
+    """Drafts that are partly right exercise prefix acceptance; the output must still equal AR."""
+    dec = Decoder(text_target, NoisyOracle(text_target, 0.15, seed=3), DecoderConfig(budget=40))
+    taus = []
+    for prompt in _random_prompts(text_target, 3, 11):
+        ar = dec.generate(prompt, decoder="ar")
+        df = dec.generate(prompt, decoder="dflash")
+        vf = dec.generate(prompt, decoder="vflash")
+        assert df.tokens == ar.tokens
+        cut = next((i for i, t in enumerate(ar.tokens) if t in text_target.vocab.start_ids), len(ar.tokens))
+        assert vf.tokens[:cut + 1] == ar.tokens[:cut + 1]
+        taus.append(df.stats.tau)
+    assert 1.5 < max(taus) < 16
+
+
+def test_identical_drafter_accepts_everything(text_target):
+    dec = Decoder(text_target, TargetAsDrafter(text_target), DecoderConfig(budget=49))
+    checked = 0
+    for prompt in _random_prompts(text_target, 5, 7):
+        ar = dec.generate(prompt, decoder="ar")
+        if any(t in text_target.vocab.start_ids or t in text_target.vocab.eos_ids for t in ar.tokens):
+            continue
+        df = dec.generate(prompt, decoder="dflash")
+        assert df.tokens == ar.tokens
+        # prefill emits token 1; each verify commits 15 accepted proposals + the target's own token
+        assert df.stats.target_forwards == 1 + math.ceil((len(df.tokens) - 1) / 16)
+        assert df.stats.tau == pytest.approx(len(df.tokens) / df.stats.target_forwards)
+        checked += 1
+    assert checked >= 2
+
+
+def test_vflash_primitive_one_drafter_and_one_target_pass(vl_target, small_drafter):
+    tg = vl_target
+    dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=90))
+    prompt = tg.encode_prompt("plan the gripper", [_image(5)])
+    prefix = L.tool_call_text(54) + V.ROBOT_2D
+    res = dec.generate(prompt, decoder="vflash", response_prefix=prefix)
+    st = res.stats
+    assert st.gate_accepted == 1 and st.gate_fallback == 0
+    assert st.drafter_forwards_primitive == 1 and st.target_forwards_primitive == 1
+    assert st.tokens_primitive == 53 and st.tau_primitive == 53
+    (prim,) = res.primitives
+    assert prim.kind == "robot_2d3d" and prim.block_size == 54 and prim.accepted_direct and prim.fallback_from == -1
+    assert len(prim.points) == 10 and len(prim.uv) == 20 and prim.frame_id == "camera_optical_frame"
+    assert res.features.shape == (54, tg.hidden_size)
+    span = res.spans[0]
+    assert L.check_block(dec.sets, span.layout, res.tokens[span.start + 1:span.end + 1]) == 0
+    # the same target pass emitted the next token: text continues with DFlash afterwards
+    assert len(res.tokens) == 90 and res.stop_reason == "budget"
+    # a budget that ends with the primitive still yields features for the whole block
+    n_prefix = len(tg.tokenizer.encode(prefix))
+    res2 = dec.generate(prompt, decoder="vflash", response_prefix=prefix, budget=n_prefix + 53)
+    assert res2.tokens == res.tokens[:n_prefix + 53] and res2.features.shape == (54, tg.hidden_size)
+    assert torch.allclose(res2.features, res.features, atol=1e-5)
+    d = res.stats.as_dict()
+    assert d["decode_ms"] == pytest.approx(d["decode_text_ms"] + d["decode_primitive_ms"])
+    assert d["vision_ms"] > 0 and d["prefill_ms"] > 0
+
+
+def test_vflash_dual_arm_and_drive(text_target, small_drafter):
+    dec = Decoder(text_target, small_drafter(text_target), DecoderConfig(budget=140))
+    prompt = text_target.encode_prompt("fold the shorts")
+    res = dec.generate(prompt, decoder="vflash", response_prefix=L.tool_call_text(108) + V.ROBOT_2D,
+                       image_size=IMAGE_SIZE)
+    assert [p.arm for p in res.primitives] == ["left", "right"] and res.stats.gate_accepted == 1
+    res = dec.generate(prompt, decoder="vflash", response_prefix=L.tool_call_text(84) + V.DRIVE_2D,
+                       image_size=IMAGE_SIZE)
+    (prim,) = res.primitives
+    assert prim.kind == "drive_2d3d" and len(prim.points) == 20 and prim.horizon_s == 4.0
+    assert all(p[2] == 0.0 for p in prim.points) and prim.frame_id == "base_link"
+
+
+@pytest.mark.parametrize("case", ["wrong_delimiter", "unpaired_oof", "unordered_box", "box_guard"])
+def test_invalid_drafts_take_the_documented_fallback(text_target, small_drafter, case):
+    tg = text_target
+    vocab = tg.vocab
+    c = lambda k: vocab[V.COORD_TOKENS[k]]  # noqa: E731
+    prompt = tg.encode_prompt("pick the cup")
+    cfg = DecoderConfig(budget=50, constrain_draft=False)
+    if case == "wrong_delimiter":
+        b, start, forced, keep = 14, V.ROBOT_2D, {5: vocab[V.DRIVE_END]}, 0
+    elif case == "unpaired_oof":
+        b, start, forced, keep = 14, V.ROBOT_2D, {1: vocab[V.OOF], 2: c(5)}, 0
+    elif case == "unordered_box":
+        b, start, forced, keep = 6, V.BOX, {1: c(100), 2: c(200), 3: c(50), 4: c(300), 5: vocab[V.BOX_END]}, 2
+    else:
+        b, start, forced, keep = 6, V.BOX, {}, None
+        cfg = DecoderConfig(budget=50, box_guard=1.0)  # only the target's own argmax passes the guard
+    drafter = RiggedDrafter(small_drafter(tg), b, forced)
+    dec = Decoder(tg, drafter, cfg)
+    prefix = L.tool_call_text(b) + start
+    res = dec.generate(prompt, decoder="vflash", response_prefix=prefix, image_size=IMAGE_SIZE)
+    assert res.stats.gate_fallback == 1 and res.stats.gate_accepted == 0
+    prim = res.primitives[0]
+    assert not prim.accepted_direct
+    n_prefix = len(tg.tokenizer.encode(prefix))
+    if keep is None:  # guard: kept coordinates are the target's argmax, so the result equals AR
+        ar = dec.generate(prompt, decoder="ar", response_prefix=prefix, image_size=IMAGE_SIZE)
+        assert prim.fallback_from >= 1
+    else:
+        assert prim.fallback_from == keep + 1
+        kept = [forced[j] for j in range(1, keep + 1)]
+        ar = dec.generate(prompt, decoder="ar", response_prefix=list(tg.tokenizer.encode(prefix)) + kept,
+                          image_size=IMAGE_SIZE)
+    # the regenerated primitive is exactly what constrained AR writes from the kept prefix
+    span = res.spans[0]
+    assert res.tokens[:span.end + 1] == ar.tokens[:span.end + 1]
+    assert L.check_block(dec.sets, span.layout, res.tokens[span.start + 1:span.end + 1]) == 0
+    assert span.start == n_prefix - 1
+
+
+@pytest.mark.parametrize("declared,budget", [(55, 80), (54, 40), (6, 40)])
+def test_bad_or_over_budget_block_sizes_are_rejected_before_drafting(text_target, small_drafter, declared, budget):
+    tg = text_target
+    start = V.BOX if declared == 6 else V.ROBOT_2D
+    prefix = ("<tool_call>{broken json</tool_call>" if declared == 6 else L.tool_call_text(declared)) + start
+    dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=budget))
+    prompt = tg.encode_prompt("wipe the table")
+    ar = dec.generate(prompt, decoder="ar", response_prefix=prefix, image_size=IMAGE_SIZE)
+    vf = dec.generate(prompt, decoder="vflash", response_prefix=prefix, image_size=IMAGE_SIZE)
+    assert vf.stats.blocks_rejected == 1 and ar.stats.blocks_rejected == 1
+    assert vf.stats.drafter_forwards_primitive == 0 and vf.stats.gate_accepted == vf.stats.gate_fallback == 0
+    assert vf.tokens[:vf.spans[0].end + 1] == ar.tokens[:ar.spans[0].end + 1]
+    span = vf.spans[0]
+    assert span.end < budget and L.check_block(dec.sets, span.layout, vf.tokens[span.start + 1:span.end + 1]) == 0
+    assert vf.primitives and vf.primitives[0].block_size == span.layout.block_size
+
+
+def test_budget_too_small_for_any_primitive_is_a_clean_stop(text_target, small_drafter):
+    tg = text_target
+    dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=30))
+    prefix = tg.tokenizer.encode(L.tool_call_text(54) + V.ROBOT_2D)
+    for mode in ("ar", "dflash", "vflash"):
+        res = dec.generate(tg.encode_prompt("go"), decoder=mode, response_prefix=prefix, budget=len(prefix) + 3,
+                           image_size=IMAGE_SIZE)
+        assert res.stop_reason == "budget" and res.primitives == [] and len(res.tokens) == len(prefix)
+        assert "budget too small" in res.errors[0]
+
+
+def test_decoder_argument_errors(text_target, small_drafter):
+    dec = Decoder(text_target, None)
+    with pytest.raises(PlanningError, match="needs a drafter"):
+        dec.generate("x", decoder="dflash")
+    with pytest.raises(PlanningError, match="decoder must be"):
+        dec.generate("x", decoder="beam")
+    with pytest.raises(PlanningError, match="budget"):
+        dec.generate("x", decoder="ar", budget=0)
+    with pytest.raises(PlanningError, match="leaves no budget"):
+        dec.generate("x", decoder="ar", budget=2, response_prefix=[1, 2, 3])
+    with pytest.raises(ConfigError, match="^decoder"):
+        DecoderConfig(decoder="greedy")
+    with pytest.raises(ConfigError, match="^box_guard"):
+        DecoderConfig(box_guard=2.0)
+    res = Decoder(text_target, None, DecoderConfig(budget=5)).generate(Prompt(torch.tensor([3, 4])), decoder="ar")
+    assert len(res.tokens) <= 5 and res.decoder == "ar"

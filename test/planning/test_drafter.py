@@ -1,0 +1,96 @@
+"""Drafter: packed block-diagonal masks, packed training == inference, checkpoints, config."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from plan_stack.config import ConfigError
+from plan_stack.planning.drafter import DrafterConfig, load_drafter, packed_mask, save_drafter
+from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.target import Prompt
+
+
+def _loop_mask(ctx_sample, ctx_pos, blk_sample, blk_index, blk_anchor, blk_valid):
+    m, s = len(blk_sample), len(ctx_sample)
+    out = torch.zeros(m, s + m, dtype=torch.bool)
+    for q in range(m):
+        for k in range(s):
+            out[q, k] = bool(ctx_sample[k] == blk_sample[q] and ctx_pos[k] < blk_anchor[q])
+        for k in range(m):
+            out[q, s + k] = bool(blk_index[k] == blk_index[q] and blk_valid[k])
+    return out
+
+
+def test_packed_mask_matches_plain_loop():
+    g = torch.Generator().manual_seed(0)
+    ctx_sample = torch.tensor([0] * 7 + [1] * 5)
+    ctx_pos = torch.cat([torch.arange(7), torch.arange(5)])
+    blk_index = torch.tensor([0] * 4 + [1] * 4 + [2] * 6)
+    blk_sample = torch.tensor([0] * 4 + [0] * 4 + [1] * 6)
+    blk_anchor = torch.tensor([2] * 4 + [5] * 4 + [3] * 6)
+    blk_valid = torch.rand(14, generator=g) > 0.2
+    ref = _loop_mask(ctx_sample, ctx_pos, blk_sample, blk_index, blk_anchor, blk_valid)
+    assert torch.equal(packed_mask(ctx_sample, ctx_pos, blk_sample, blk_index, blk_anchor, blk_valid), ref)
+
+
+def test_packed_forward_equals_inference_drafts(text_target, small_drafter):
+    tg = text_target
+    d = small_drafter(tg)
+    seq = torch.tensor([5, 9, 30, 31, 32, 40, 41, 42, 43, 50, 51, 52])
+    feats = tg.prefill(Prompt(seq)).features  # [S, 5H]
+    anchors, bsz = [3, 7], [4, 5]
+    ids, pos, bidx, anc = [], [], [], []
+    for b, (a, n) in enumerate(zip(anchors, bsz)):
+        ids += [int(seq[a])] + [d.config.mask_token_id] * (n - 1)
+        pos += list(range(a, a + n))
+        bidx += [b] * n
+        anc += [a] * n
+    s = seq.numel()
+    mask = packed_mask(torch.zeros(s, dtype=torch.long), torch.arange(s), torch.zeros(len(ids), dtype=torch.long),
+                       torch.tensor(bidx), torch.tensor(anc), torch.ones(len(ids), dtype=torch.bool))
+    with torch.no_grad():
+        packed = d.forward_packed(feats, torch.arange(s), torch.tensor(ids), torch.tensor(pos), mask)
+    off = 0
+    for a, n in zip(anchors, bsz):
+        d.reset()
+        d.extend(feats[:a])
+        inf = d.draft(int(seq[a]), n)
+        assert torch.allclose(packed[off + 1:off + n], inf, atol=1e-4)
+        off += n
+    d.crop(2)
+    assert d.length == 2
+    with pytest.raises(PlanningError, match="crop"):
+        d.crop(5)
+    with pytest.raises(PlanningError, match="block_size"):
+        d.draft(1, 1)
+
+
+def test_checkpoint_round_trip(text_target, small_drafter, tmp_path):
+    d = small_drafter(text_target, seed=3)
+    save_drafter(d, tmp_path)
+    assert (tmp_path / "config.json").is_file() and (tmp_path / "model.safetensors").is_file()
+    back = load_drafter(tmp_path, text_target)
+    for (k, v), (k2, v2) in zip(d.state_dict().items(), back.state_dict().items()):
+        assert k == k2 and torch.equal(v, v2)
+    # embeddings / LM head are shared with the target, not stored
+    assert not any("embed" in k or "lm_head" in k for k in d.state_dict())
+    bad = small_drafter(text_target)
+    object.__setattr__(bad.config, "target_layers", (0, 0, 0, 0, 2))
+    save_drafter(bad, tmp_path / "other")
+    with pytest.raises(PlanningError, match="drafter expects"):
+        load_drafter(tmp_path / "other", text_target)
+    with pytest.raises(PlanningError, match="no config.json"):
+        load_drafter(tmp_path / "missing", text_target)
+
+
+def test_config_validation():
+    base = dict(target_hidden=64, target_layers=(0, 1), mask_token_id=3)
+    assert DrafterConfig(**base).layers == 5
+    with pytest.raises(ConfigError, match="^heads"):
+        DrafterConfig(**base, heads=3, kv_heads=2)
+    with pytest.raises(ConfigError, match="^target_layers"):
+        DrafterConfig(**{**base, "target_layers": ()})
+    with pytest.raises(ConfigError, match="^head_dim"):
+        DrafterConfig(**base, head_dim=15)
+    with pytest.raises(ConfigError, match="^width"):
+        DrafterConfig(**base, width=2)

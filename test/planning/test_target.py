@@ -1,0 +1,109 @@
+"""Target adapter: explicit (multi-axis) positions, block forwards, rollback, loading."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.target import Prompt, load_target, save_target, spread_layers
+
+TOL = 1e-4  # float32, tiny models: block vs step forwards differ by ~1e-7
+
+
+def _image(seed=0, h=48, w=64):
+    return (np.random.default_rng(seed).random((h, w, 3)) * 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("which", ["text_target", "vl_target"])
+def test_block_steps_rollback_and_fresh_prefill_agree(request, which):
+    tg = request.getfixturevalue(which)
+    images = [_image()] if tg.is_vl else []
+    prompt = tg.encode_prompt("pick up the cube", images)
+    out = tg.prefill(prompt)
+    n = prompt.input_ids.numel()
+    assert out.logits.shape == (n, tg.vocab.size)
+    assert out.features.shape == (n, len(tg.feature_layers) * tg.hidden_size)
+    assert (out.vision_ms > 0) == tg.is_vl
+    seq = [11, 12, 13, 14, 15, 16]
+    block = tg.forward(seq)
+    assert tg.length == n + len(seq)
+    tg.rollback(n)  # rejected draft
+    steps = torch.cat([tg.forward([s]).logits for s in seq])
+    assert torch.allclose(block.logits, steps, atol=TOL)
+    tg.rollback(n + 3)
+    after = tg.forward(seq[3:4]).logits[0]
+    fresh = tg.prefill(Prompt(torch.cat([prompt.input_ids, torch.tensor(seq[:3])]), prompt.pixel_values,
+                              prompt.image_grid_thw))
+    assert torch.allclose(after, tg.forward(seq[3:4]).logits[0], atol=TOL)
+    assert torch.allclose(fresh.logits[-1], steps[2], atol=TOL)
+    with pytest.raises(PlanningError, match="rollback"):
+        tg.rollback(tg.length + 1)
+
+
+def test_vl_positions_match_the_models_own_full_forward(vl_target):
+    """Our incremental multi-axis positions equal HF's from-scratch get_rope_index on the whole sequence."""
+    tg = vl_target
+    prompt = tg.encode_prompt("open the drawer", [_image(1, 64, 96)])
+    tg.prefill(prompt)
+    seq = [20, 21, 22, 23]
+    inc = tg.forward(seq).logits
+    ids = torch.cat([prompt.input_ids, torch.tensor(seq)]).view(1, -1)
+    mm = (ids == tg.model.config.image_token_id).int()
+    with torch.no_grad():
+        ref = tg.model(input_ids=ids, pixel_values=prompt.pixel_values, image_grid_thw=prompt.image_grid_thw,
+                       mm_token_type_ids=mm).logits[0, -len(seq):]
+    assert torch.allclose(inc, ref.float(), atol=TOL)
+    assert tg._rope_delta < 0  # an image grid compresses positions: the delta matters
+
+
+def test_errors(text_target, vl_target):
+    with pytest.raises(PlanningError, match="text-only"):
+        text_target.encode_prompt("x", [_image()])
+    with pytest.raises(PlanningError, match="HxWx3"):
+        vl_target.encode_prompt("x", [np.zeros((4, 4))])
+    with pytest.raises(PlanningError, match="empty prompt"):
+        text_target.prefill(Prompt(torch.zeros(0, dtype=torch.long)))
+    with pytest.raises(PlanningError, match="no config.json"):
+        load_target("/nonexistent")
+    assert spread_layers(36) == (1, 9, 17, 25, 33)  # DFlash's choice for a 36-layer target
+    assert spread_layers(3) == (0, 0, 0, 1, 1)
+
+
+@pytest.mark.parametrize("which", ["text_target", "vl_target"])
+def test_save_and_load_local_checkpoint(request, which, tmp_path, monkeypatch):
+    tg = request.getfixturevalue(which)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    save_target(tg, tmp_path)
+    back = load_target(tmp_path)
+    import os
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    images = [_image()] if tg.is_vl else []
+    p = tg.encode_prompt("close the lid", images)
+    assert torch.allclose(tg.prefill(p).logits, back.prefill(back.encode_prompt("close the lid", images)).logits,
+                          atol=1e-6)
+    assert back.vocab.ids == tg.vocab.ids
+
+
+def test_adapter_misuse_errors(tokenizer, text_target, vl_target):
+    from plan_stack.planning.target import TargetAdapter, tiny_target
+
+    fresh = TargetAdapter(text_target.model, tokenizer)
+    with pytest.raises(PlanningError, match="forward before prefill"):
+        fresh.forward([1])
+    fresh.prefill(Prompt(torch.tensor([3, 4])))
+    with pytest.raises(PlanningError, match="empty block"):
+        fresh.forward([])
+    with pytest.raises(PlanningError, match="feature_layers"):
+        TargetAdapter(text_target.model, tokenizer, feature_layers=(0, 9))
+    with pytest.raises(PlanningError, match="kind must be"):
+        tiny_target("audio", tokenizer=tokenizer)
+    no_proc = TargetAdapter(vl_target.model, tokenizer, image_processor=None)
+    with pytest.raises(PlanningError, match="needs an image processor"):
+        no_proc.encode_prompt("x", [_image()])
+    ids = vl_target.encode_prompt("x", [_image()]).input_ids
+    with pytest.raises(PlanningError, match="placeholders but no images"):
+        vl_target.prefill(Prompt(ids))
+    # a text-only prompt on the VL target works (positions are plain sequence indices)
+    out = vl_target.prefill(vl_target.encode_prompt("just text"))
+    assert out.vision_ms == 0.0 and vl_target._rope_delta == 0

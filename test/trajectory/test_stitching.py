@@ -1,0 +1,252 @@
+"""Stitcher properties over random chunks, limits, delays and start states."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plan_stack.config import ConfigError
+from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.limits import check_limits
+from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus, Trajectory
+
+NAMES = ("j0", "j1", "j2", "grip")
+DT = 0.02
+
+
+def _feasible_start(rng, lim_v, lim_a, lim_j, D):
+    """A state from which a jerk-limited stop stays inside the velocity limit."""
+    a = rng.uniform(-0.5, 0.5, D) * min(lim_a, np.sqrt(lim_v * lim_j))  # a²/2j <= v_max / 8
+    v = rng.uniform(-0.5, 0.5, D) * (lim_v - a * a / (2 * lim_j))
+    return v, a
+
+
+def _chunk(rng, stamp, H, scale, q_off):
+    t = np.arange(H) * DT + stamp
+    ph = rng.uniform(0, 6, 3)
+    ref = np.empty((H, 4))
+    ref[:, :3] = q_off + scale * np.sin(2 * np.pi * 0.5 * t[:, None] + ph) + rng.normal(0, 0.01 * scale + 1e-4, (H, 3))
+    ref[:, 3] = (rng.uniform(size=H) > 0.5).astype(float)
+    return Chunk(stamp, NAMES, DT, ref)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), backend=st.sampled_from(["mpc", "ruckig"]),
+       mode=st.sampled_from(["tracking", "settle"]), stitch_len=st.integers(1, 6), H=st.integers(8, 40),
+       vmax=st.floats(0.5, 5.0), amax=st.floats(2.0, 20.0), jmax=st.floats(10.0, 300.0),
+       scale=st.floats(0.0, 0.6), n_chunks=st.integers(1, 3))
+def test_every_trajectory_is_within_limits_and_continuous(seed, backend, mode, stitch_len, H, vmax, amax, jmax,
+                                                           scale, n_chunks):
+    if H <= stitch_len + 1:
+        H = stitch_len + 2
+    rng = np.random.default_rng(seed)
+    cfg = StitcherConfig(joint_names=NAMES, discrete_joints=("grip",), backend=backend, mode=mode,
+                         stitch_len=stitch_len, dt=DT, v_max=vmax, a_max=amax, j_max=jmax, discrete_rate=3.0)
+    s = Stitcher(cfg)
+    v0, a0 = _feasible_start(rng, vmax, amax, jmax, 3)
+    q0 = rng.uniform(-1, 1, 4)
+    q0[3] = 0.0
+    measured = (q0, np.append(v0, 0.0), np.append(a0, 0.0))
+    now = 10.0
+    prev: Trajectory | None = None
+    for _ in range(n_chunks):
+        stamp = now - rng.uniform(0, 3) * DT  # chunks arrive a little late
+        try:
+            res = s.process(_chunk(rng, stamp, H, scale, q0[:3]), now, measured if prev is None else None)
+        except ChunkError as exc:  # too late for this horizon: refused, nothing changes
+            assert exc.reason == "stale" and s.active is prev
+            now += rng.uniform(1, H / 2) * DT
+            continue
+        assert res.status is not StitchStatus.FAILED, res.messages
+        tr = res.trajectory
+        # Limits (to 1e-6 relative), independently of the library's own verdict.
+        rep = check_limits(DT, tr.positions[:, :3], tr.velocities[:, :3], tr.accelerations[:, :3], s.limits,
+                           tr.positions[:, 3:], s.discrete_rate, rtol=1e-6)
+        assert rep.ok, rep
+        # Starts exactly at the current execution state; C2 at the seam.
+        if prev is None:
+            np.testing.assert_array_equal(tr.positions[0], measured[0])
+            np.testing.assert_array_equal(tr.velocities[0, :3], measured[1][:3])
+            np.testing.assert_array_equal(tr.accelerations[0, :3], measured[2][:3])
+        else:
+            assert tr.t0_s >= now - 1e-12 and tr.t0_s < now + DT
+            k = (tr.t0_s - prev.t0_s) / DT
+            assert abs(k - round(k)) < 1e-9  # on the active trajectory's grid
+            q, v, a = prev.sample(tr.t0_s + DT * np.arange(res.bridge_len))
+            np.testing.assert_array_equal(tr.positions[:res.bridge_len], q)
+            np.testing.assert_array_equal(tr.velocities[:res.bridge_len, :3], v[:, :3])
+            np.testing.assert_array_equal(tr.accelerations[:res.bridge_len, :3], a[:, :3])
+        assert res.seam_jump == (0.0, 0.0, 0.0)
+        if mode == "settle" and res.generator != "brake" and not any("settle tail needs" in m for m in res.messages):
+            assert np.all(tr.velocities[-1, :3] == 0.0) and np.all(tr.accelerations[-1, :3] == 0.0)
+        prev = tr
+        now += rng.uniform(1, H / 2) * DT
+
+
+def _cfg(**kw):
+    base = dict(joint_names=NAMES, discrete_joints=("grip",), v_max=2.0, a_max=10.0, j_max=100.0)
+    base.update(kw)
+    return StitcherConfig(**base)
+
+
+def _ref(H=20):
+    r = np.zeros((H, 4))
+    r[:, 0] = np.linspace(0, 0.1, H)
+    return r
+
+
+@pytest.mark.parametrize("chunk, reason", [
+    (Chunk(0.0, NAMES, DT, np.where(np.arange(80).reshape(20, 4) == 5, np.nan, _ref())), "non_finite"),
+    (Chunk(0.0, NAMES, DT, np.where(np.arange(80).reshape(20, 4) == 5, np.inf, _ref())), "non_finite"),
+    (Chunk(0.0, ("j0", "j1", "jX", "grip"), DT, _ref()), "joint_names"),
+    (Chunk(0.0, NAMES[:3], DT, _ref()[:, :3]), "joint_names"),
+    (Chunk(0.0, NAMES, 0.0, _ref()), "dt"),
+    (Chunk(0.0, NAMES, -0.02, _ref()), "dt"),
+    (Chunk(0.0, NAMES, DT, _ref(3)), "horizon"),
+    (Chunk(-5.0, NAMES, DT, _ref()), "stale"),
+    (Chunk(-0.37, NAMES, DT, _ref()), "stale"),  # only 2 samples left: not more than stitch_len
+])
+def test_bad_chunks_are_rejected_and_change_nothing(chunk, reason):
+    s = Stitcher(_cfg())
+    first = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4)))
+    assert first.status is StitchStatus.OK
+    with pytest.raises(ChunkError, match=f"^{reason}") as info:
+        s.process(chunk, 0.0)
+    assert info.value.reason == reason
+    assert s.active is first.trajectory
+
+
+def test_flat_layout_and_shape_errors():
+    c = Chunk.from_flat(1.0, NAMES, DT, 2, list(range(8)))
+    assert c.positions.shape == (2, 4) and c.positions[1, 0] == 4
+    with pytest.raises(ChunkError, match="^shape"):
+        Chunk.from_flat(1.0, NAMES, DT, 3, list(range(8)))
+    with pytest.raises(ChunkError, match="^joint_names"):
+        Chunk.from_flat(1.0, (), DT, 0, [])
+
+
+def test_first_chunk_needs_a_state():
+    with pytest.raises(ChunkError, match="^no_state"):
+        Stitcher(_cfg()).process(Chunk(0.0, NAMES, DT, _ref()), 0.0)
+
+
+def test_late_chunk_is_trimmed_not_replayed():
+    s = Stitcher(_cfg(stitch_len=1))
+    ref = _ref(30)
+    res = s.process(Chunk(0.0, NAMES, DT, ref), 0.101, (ref[0], np.zeros(4), np.zeros(4)))
+    assert res.trimmed_steps == 6 and len(res.trajectory.positions) == 24
+    assert res.trajectory.t0_s == pytest.approx(0.12)
+
+
+def test_reordered_joint_names_are_accepted():
+    ref = _ref()
+    perm = [3, 1, 0, 2]
+    state = (np.zeros(4), np.zeros(4), np.zeros(4))
+    plain = Stitcher(_cfg()).process(Chunk(0.0, NAMES, DT, ref), 0.0, state).trajectory
+    shuffled = Stitcher(_cfg()).process(Chunk(0.0, tuple(NAMES[i] for i in perm), DT, ref[:, perm]), 0.0,
+                                        state).trajectory
+    assert shuffled.joint_names == NAMES
+    np.testing.assert_array_equal(shuffled.positions, plain.positions)
+    assert plain.positions[:, 0].max() > 0.05  # it did follow the ramp
+
+
+def test_gripper_is_rate_limited_pass_through():
+    s = Stitcher(_cfg(discrete_rate=1.0))
+    ref = _ref(40)
+    ref[:, 3] = 1.0
+    tr = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4))).trajectory
+    np.testing.assert_allclose(np.diff(tr.positions[:, 3]), 0.02)  # 1.0/s for 0.78 s, never reaching 1
+    assert tr.positions[-1, 3] == pytest.approx(0.78)
+
+
+def test_infeasible_mpc_falls_back_and_says_so():
+    s = Stitcher(_cfg(v_max=1.0, a_max=10.0, j_max=10.0, stitch_len=1))
+    # Velocity at the limit and still accelerating: the QP is infeasible; Ruckig brakes within limits? no:
+    # the start itself cannot avoid exceeding v_max, so nothing may be emitted.
+    res = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.zeros(4), np.array([1.0, 0, 0, 0]),
+                                                        np.array([10.0, 0, 0, 0])))
+    assert res.status is StitchStatus.FAILED and res.trajectory is None and s.active is None
+    assert any("infeasible or not solved" in m for m in res.messages)
+
+
+def test_mpc_failure_falls_back_to_ruckig():
+    # Resting just inside the true position limit but outside the QP's (margin-shrunk) box:
+    # the QP is infeasible, the Ruckig chaser moves back inside and passes the check.
+    s = Stitcher(_cfg(q_min=(-1.0, -1.0, -1.0), q_max=(1.0, 1.0, 1.0), stitch_len=1))
+    ref = np.zeros((30, 4))
+    ref[:, 0] = 1.0
+    q0 = np.array([0.9995, 0.0, 0.0, 0.0])
+    res = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (q0, np.zeros(4), np.zeros(4)))
+    assert res.status is StitchStatus.FALLBACK and res.generator == "ruckig"
+    assert res.report.ok and res.trajectory.positions[:, 0].max() <= 1.0
+    assert any(m.startswith("mpc:") for m in res.messages)
+
+
+def test_trajectory_sampling_is_exact_on_cubic_segments():
+    # A constant-jerk segment: the quintic interpolation reproduces it.
+    j, dt = 3.0, 0.1
+    t = np.array([0.0, dt])
+    q, v, a = j * t**3 / 6, j * t**2 / 2, j * t
+    tr = Trajectory(0.0, dt, ("x",), q[:, None], v[:, None], a[:, None])
+    qs, vs, as_ = tr.sample(np.array([0.037]))
+    assert qs[0, 0] == pytest.approx(j * 0.037**3 / 6, rel=1e-9)
+    assert vs[0, 0] == pytest.approx(j * 0.037**2 / 2, rel=1e-9)
+    assert as_[0, 0] == pytest.approx(j * 0.037, rel=1e-9)
+    qs, vs, as_ = tr.sample(np.array([5.0]))  # after the end: hold at rest
+    assert (qs[0, 0], vs[0, 0], as_[0, 0]) == (q[-1], 0.0, 0.0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(joint_names=()), "joint_names"),
+    (dict(joint_names=("a", "a")), "joint_names"),
+    (dict(discrete_joints=("zz",)), "discrete_joints"),
+    (dict(v_max=(1.0, 2.0)), "v_max"),
+    (dict(q_min=(0.0, 0.0, 0.0)), "q_min"),
+    (dict(q_min=(0.0,), q_max=(1.0,)), "q_min"),
+    (dict(discrete_rate=(1.0, 2.0)), "discrete_rate"),
+    (dict(backend="qp"), "backend"),
+    (dict(mode="stop"), "mode"),
+    (dict(stitch_len=0), "stitch_len"),
+    (dict(ruckig_stride=6, ruckig_lookahead=3), "ruckig_lookahead"),
+    (dict(j_max=-1.0), "j_max"),
+])
+def test_config_validation(kw, match):
+    with pytest.raises(ConfigError, match=f"^{match}"):
+        _cfg(**kw)
+
+
+def test_per_joint_limits_accept_all_or_continuous_lengths():
+    s_all = Stitcher(_cfg(v_max=(1.0, 2.0, 3.0, 99.0)))
+    s_cont = Stitcher(_cfg(v_max=(1.0, 2.0, 3.0)))
+    np.testing.assert_array_equal(s_all.limits.v_max, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(s_cont.limits.v_max, [1.0, 2.0, 3.0])
+
+
+def test_prepare_builds_every_shape_a_chunk_can_need():
+    s = Stitcher(_cfg())
+    s.prepare(12)
+    assert sorted(k[0] for k in s._mpc._shapes) == list(range(1, 12))
+
+
+def test_chunk_with_another_period_is_resampled_onto_the_output_grid():
+    s = Stitcher(_cfg(stitch_len=1))
+    H = 11
+    ref = np.zeros((H, 4))
+    ref[:, 0] = np.linspace(0.0, 0.2, H)  # 0.2 rad over 0.4 s at dt 0.04
+    res = s.process(Chunk(0.0, NAMES, 0.04, ref), 0.0, (np.zeros(4), np.array([0.5, 0, 0, 0]), np.zeros(4)))
+    tr = res.trajectory
+    assert tr.dt_s == DT and len(tr.positions) == 2 * (H - 1) + 1
+    assert abs(tr.positions[10, 0] - 0.1) < 0.01  # halfway in time, about halfway along the ramp
+
+
+@pytest.mark.parametrize("backend", ["mpc", "ruckig"])
+def test_settle_ends_at_rest_with_grippers_at_their_target(backend):
+    s = Stitcher(_cfg(backend=backend, mode="settle", discrete_rate=2.0))
+    ref = np.zeros((10, 4))
+    ref[:, 0] = 0.05
+    ref[:, 3] = 1.0
+    tr = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4))).trajectory
+    np.testing.assert_allclose(tr.positions[-1], [0.05, 0.0, 0.0, 1.0], atol=1e-12)
+    assert not np.any(tr.velocities[-1]) and not np.any(tr.accelerations[-1])
+    assert np.all(np.abs(np.diff(tr.positions[:, 3])) <= 2.0 * DT * (1 + 1e-12))

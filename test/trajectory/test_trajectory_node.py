@@ -1,0 +1,156 @@
+"""stitcher node over real DDS: chunks in from a publisher node, JointTrajectory out to a subscriber node."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+from plan_stack.msg import ActionChunk  # noqa: E402
+from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
+from plan_stack.trajectory.node import StitcherNode  # noqa: E402
+
+NAMES = ["a", "b", "c", "grip"]
+H, DT = 200, 0.02  # 4 s: the first trajectory is still running when the later chunks arrive
+
+
+class _Peer(Node):
+    """Plays chunker + robot driver (publishes) and bridge (subscribes)."""
+
+    def __init__(self, **kw):
+        super().__init__("peer", **kw)
+        self.chunks = self.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
+        self.states = self.create_publisher(JointState, "joint_states", SENSOR_QOS)
+        self.trajs: list[JointTrajectory] = []
+        self.diags: list = []
+        self.create_subscription(JointTrajectory, "trajectory", self.trajs.append, RELIABLE_QOS)
+        self.create_subscription(DiagnosticArray, "/diagnostics",
+                                 lambda m: self.diags.extend(m.status), 10)
+
+    def chunk(self, positions: np.ndarray, names=NAMES, dt=DT, stamp_offset_s=0.0) -> ActionChunk:
+        msg = ActionChunk()
+        now = self.get_clock().now().nanoseconds + int(stamp_offset_s * 1e9)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
+        msg.joint_names = list(names)
+        msg.dt = dt
+        msg.horizon = positions.shape[0]
+        msg.positions = positions.ravel().tolist()
+        return msg
+
+    def state(self, q):
+        msg = JointState(name=NAMES, position=list(map(float, q)), velocity=[0.0] * len(NAMES))
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.states.publish(msg)
+
+
+def _reference():
+    t = np.arange(H) * DT
+    ref = np.stack([0.1 * np.sin(2 * t), 0.05 * t, -0.2 + 0.0 * t, (t > 0.2).astype(float)], axis=1)
+    return ref
+
+
+def test_chunks_become_trajectories_and_bad_chunks_do_not():
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, parameter_overrides=[
+            Parameter("joint_names", value=NAMES),
+            Parameter("discrete_joints", value=["grip"]),
+            Parameter("v_max", value=[2.0, 2.0, 2.0, 1.0]),
+            Parameter("a_max", value=10.0),
+            Parameter("j_max", value=100.0),
+            Parameter("diagnostics_period_s", value=0.2),
+        ])
+        peer = _Peer(context=ctx)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.count_publishers("trajectory") > 0
+                              and peer.states.get_subscription_count() > 0, 20.0)
+            ref = _reference()
+            # No measured state yet: the chunk is refused, nothing is commanded.
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert any("no_state" in s.message for s in peer.diags) or spin_until(
+                ex, lambda: any("no_state" in s.message for s in peer.diags), 10.0)
+
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            first = peer.trajs[0]
+            assert first.joint_names == NAMES
+            np.testing.assert_allclose(first.points[0].positions, ref[0], atol=1e-12)
+            assert first.points[1].time_from_start.nanosec == int(DT * 1e9)
+            assert all(len(p.accelerations) == len(NAMES) for p in first.points)
+
+            # Malformed chunks: NaN, wrong joints, dt <= 0, too short -> diagnostics, no trajectory.
+            bad_ref = ref.copy()
+            bad_ref[3, 1] = np.nan
+            bad = [peer.chunk(bad_ref), peer.chunk(ref[:, :3], names=NAMES[:3]),
+                   peer.chunk(ref, dt=0.0), peer.chunk(ref[:2]),
+                   peer.chunk(ref, stamp_offset_s=-10.0)]
+            for msg in bad:
+                peer.chunks.publish(msg)
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1 + len(bad), 15.0)
+            spin_until(ex, lambda: False, 0.3)
+            assert len(peer.trajs) == 1
+            reasons = {s.message.split(":")[1].strip() for s in peer.diags if "rejected chunk" in s.message}
+            assert {"non_finite", "joint_names", "dt", "horizon", "stale"} <= reasons
+
+            # A later chunk is stitched onto the active one: it starts at the active state.
+            ref2 = ref + 0.01
+            peer.chunks.publish(peer.chunk(ref2))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            active_before = first
+            second = peer.trajs[1]
+            t_first = active_before.header.stamp.sec + active_before.header.stamp.nanosec * 1e-9
+            t_second = second.header.stamp.sec + second.header.stamp.nanosec * 1e-9
+            k = round((t_second - t_first) / DT)
+            assert k >= 1 and abs((t_second - t_first) / DT - k) < 1e-4
+            np.testing.assert_allclose(second.points[0].positions, active_before.points[k].positions, atol=1e-12)
+            np.testing.assert_allclose(second.points[0].velocities[:3], active_before.points[k].velocities[:3],
+                                       atol=1e-12)
+            assert node.counts["published"] == 2
+
+
+def test_trajectory_is_sent_to_the_bridge_action():
+    from rclpy.action import ActionServer
+
+    from plan_stack.action import ExecuteTrajectory
+
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, parameter_overrides=[
+            Parameter("joint_names", value=NAMES),
+            Parameter("discrete_joints", value=["grip"]),
+            Parameter("initial_state", value="chunk"),
+            Parameter("execute_action", value="/bridge/execute_trajectory"),
+        ])
+        peer = _Peer(context=ctx)
+        goals = []
+
+        def execute(goal_handle):
+            goals.append(goal_handle.request.trajectory)
+            goal_handle.succeed()
+            return ExecuteTrajectory.Result(error_code=0)
+
+        server = ActionServer(peer, ExecuteTrajectory, "/bridge/execute_trajectory", execute)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and node.count_publishers("action_chunk") > 0, 20.0)
+            ref = _reference()
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(goals) == 1 and len(peer.trajs) == 1, 20.0)
+            assert goals[0].joint_names == NAMES
+            assert len(goals[0].points) == len(peer.trajs[0].points)
+            # initial_state=chunk: starts at the chunk's first sample, at rest.
+            np.testing.assert_allclose(goals[0].points[0].positions, ref[0], atol=1e-12)
+            np.testing.assert_array_equal(goals[0].points[0].velocities[:3], [0.0, 0.0, 0.0])
+        server.destroy()
