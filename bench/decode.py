@@ -30,11 +30,11 @@ few text proposals from an untrained drafter; τ is reported as measured.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
 import sys
+from report import add_json_option, format_value, report  # bench/report.py: shared table + JSON output
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -78,7 +78,6 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows: list[dict] = []
     rng = np.random.default_rng(args.seed)
     image = (rng.random((args.image_height, args.image_width, 3)) * 255).astype(np.uint8)
-    print(" | ".join(COLUMNS), flush=True)
     for size in args.sizes.split(","):
         target = tiny_target("vl", seed=args.seed, **SIZES[size])
         torch.manual_seed(args.seed)
@@ -137,15 +136,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
-
-
 def _print_rows(rows: list[dict]) -> None:
+    """Progress on stderr while the benchmark runs; the table comes at the end."""
     for r in rows:
-        print(" | ".join(_fmt(r[c]) for c in COLUMNS), flush=True)
+        print("# " + " | ".join(format_value(r[c]) for c in COLUMNS), file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,15 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-height", type=int, default=96)
     p.add_argument("--prompt", default="plan the next motion of the gripper")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="write the rows as a JSON list to this path")
+    add_json_option(p)
     args = p.parse_args(argv)
     for s in args.sizes.split(","):
         if s not in SIZES:
             p.error(f"unknown size {s!r} (known: {', '.join(SIZES)})")
     rows = run(args)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    report(rows, COLUMNS, args.json, {c: ".2f" for c in COLUMNS if c.endswith(("_ms", "_mb")) or c == "tau"})
     return 0
 
 

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CAMERAS = ("cam_high", "cam_left_wrist", "cam_right_wrist")
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
     p.add_argument("--methods", default="sync,naive")
     p.add_argument("--transports", default="default,big_shm")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default="", help="write the rows here")
+    add_json_option(p)
     # internal: one process per role
     p.add_argument("--role", choices=("ingest", "collect"), help=argparse.SUPPRESS)
     p.add_argument("--method", default="sync", help=argparse.SUPPRESS)
@@ -253,16 +254,9 @@ def main(argv=None) -> int:
             for method in args.methods.split(","):
                 rows.append(run_row(method, transport, args, tmp))
                 print(f"  done: {method} / {transport}", file=sys.stderr, flush=True)
-    cols = COLUMNS + ("rig_late_ms_max",)
-    width = {c: max(len(c), 8) for c in cols}
-    print(" | ".join(f"{c:>{width[c]}}" for c in cols))
-    for r in rows:
-        print(" | ".join(f"{r[c]:>{width[c]}.3f}" if isinstance(r[c], float) else f"{r[c]:>{width[c]}}" for c in cols))
+    report(rows, COLUMNS + ("rig_late_ms_max",), args.json)
     for r in rows:
         print(f"drops ({r['method']}/{r['transport']}): {r['drops']}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
     return 0
 
 

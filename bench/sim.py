@@ -13,11 +13,11 @@ steps_per_s, sets_per_s, set_ms_mean, set_ms_p95, set_ms_worst.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
 import numpy as np
+from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -168,19 +168,14 @@ SIMS = {"aloha": aloha_rows, "franka": franka_rows, "drive": drive_rows}
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", metavar="PATH", help="write the rows as a JSON list")
+    add_json_option(parser)
     parser.add_argument("--seconds", type=float, default=2.0, help="measurement time per row (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sim", nargs="+", choices=list(SIMS), default=list(SIMS),
                         help="simulators to measure (default: all)")
     args = parser.parse_args()
     rows = [row for name in args.sim for row in SIMS[name](args.seconds, args.seed)]
-    print(" | ".join(f"{c:>17}" for c in COLUMNS))
-    for row in rows:
-        print(" | ".join(f"{str(row.get(c)) if row.get(c) is not None else '-':>17}" for c in COLUMNS))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    report(rows, COLUMNS, args.json)
     return 0
 
 

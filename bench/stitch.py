@@ -23,7 +23,6 @@ bound was active.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -31,6 +30,7 @@ import numpy as np
 
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
+from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 COLUMNS = ["backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "min_ms", "rms_error", "max_v_ratio",
            "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "violations", "fallbacks",
@@ -127,26 +127,17 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", metavar="PATH")
+    add_json_option(p)
     args = p.parse_args(argv)
     rows = []
     for dof in args.dof:
         for backend in args.backends:
             for mode in args.modes:
                 rows.append(run_case(backend, mode, dof, args.horizon, args.reps, args.warmup, args.seed))
-    head = COLUMNS[:-1]
-    fmt = {k: "{:.3f}" for k in ("median_ms", "p99_ms", "min_ms", "max_v_ratio", "max_a_ratio", "max_j_ratio",
-                                 "constrained_frac")}
-    fmt.update({"rms_error": "{:.4f}", "seam_jump_pos": "{:.1e}", "seam_jump_vel": "{:.1e}",
-                "seam_jump_acc": "{:.1e}"})
-    cells = [[fmt.get(h, "{}").format(r[h]) for h in head] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
-    for c in cells:
-        print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    fmt = {k: ".3f" for k in ("median_ms", "p99_ms", "min_ms", "max_v_ratio", "max_a_ratio", "max_j_ratio",
+                              "constrained_frac")}
+    fmt.update({"rms_error": ".4f", "seam_jump_pos": ".1e", "seam_jump_vel": ".1e", "seam_jump_acc": ".1e"})
+    report(rows, COLUMNS[:-1], args.json, fmt)
     return 0 if all(r["violations"] == 0 for r in rows) else 1
 
 

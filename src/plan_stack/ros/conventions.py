@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 import threading
 from typing import Any, Callable, Iterable, TypeVar
@@ -30,6 +31,7 @@ from rclpy.exceptions import (
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -262,48 +264,74 @@ def _close(node: Node) -> None:
     node.destroy_node()
 
 
+#: How often the spin loop checks for a stop request (s): the worst-case
+#: reaction time to SIGINT/SIGTERM.
+STOP_POLL_S = 0.1
+
+
+class _StopSignals:
+    """SIGINT/SIGTERM set a flag that the spin loop polls.
+
+    rclpy's own handlers only wake executors that exist when the signal
+    arrives; one landing between `rclpy.init` and the first spin was lost and
+    the process spun forever. Polling a flag has no such window. Installed
+    only in the main thread (Python's rule); elsewhere the caller stops us.
+    """
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, lambda _s, _f: self.event.set())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
 def run_nodes(
     factories: Iterable[Callable[[], Node]],
     args: list[str] | None = None,
     threads: int | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Create the nodes, spin them until SIGINT/SIGTERM, then close them.
+    """Create the nodes, spin them until SIGINT/SIGTERM (or `stop`), then close them.
 
     Nodes spin on a MultiThreadedExecutor (long callbacks such as action
     execution must not starve the others; nodes choose callback groups).
-    Returns the process exit status: 0 on a clean
-    shutdown, 2 when a node rejected its parameters at start-up.
+    Returns the process exit status: 0 on a clean shutdown, 2 when a node
+    rejected its parameters at start-up.
     """
     nodes: list[Node] = []
-    status = 0
-    try:
-        with rclpy.init(args=args):
+    with _StopSignals() as signals, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
+        stopping = signals.event if stop is None else stop
+        try:
             try:
                 for make in factories:
                     nodes.append(make())
-                factories_done = True
             except ConfigError as exc:
                 rclpy.logging.get_logger("plan_stack").fatal(f"invalid parameter {exc}")
-                factories_done = False
-                status = 2
-            if factories_done:
-                executor = MultiThreadedExecutor(num_threads=threads)
+                return 2
+            executor = MultiThreadedExecutor(num_threads=threads)
+            for node in nodes:
+                executor.add_node(node)
+            try:
+                while rclpy.ok() and not stopping.is_set() and not signals.event.is_set():
+                    executor.spin_once(timeout_sec=STOP_POLL_S)
+            except ExternalShutdownException:
+                pass
+            finally:
                 for node in nodes:
-                    executor.add_node(node)
-                try:
-                    executor.spin()
-                finally:
-                    executor.shutdown(timeout_sec=1.0)
+                    executor.remove_node(node)
+                executor.shutdown(timeout_sec=1.0)
+        finally:
             for node in reversed(nodes):
                 _close(node)
-            nodes.clear()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        for node in reversed(nodes):
-            try:
-                _close(node)
-            except Exception:  # context already gone; nothing left to release
-                pass
-    return status
+    return 0
 
 
 def node_main(node_cls: type[Node]) -> Callable[[list[str] | None], int]:

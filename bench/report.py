@@ -1,0 +1,56 @@
+"""Output shared by every benchmark: a table on stdout, the same rows as JSON.
+
+Each script under bench/ builds a list of rows (dicts keyed by column name)
+and calls `report(rows, columns, json_path)`; with `--json PATH` (added by
+`add_json_option`) the rows are written unchanged as a JSON list. Rows may
+carry more keys than the printed columns: the JSON keeps them all.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Iterable, Sequence
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", default="",
+                        help="also write the rows as a JSON list of objects keyed by column name")
+
+
+def format_value(value: Any, spec: str | None = None) -> str:
+    if value is None:
+        return "-"
+    if spec is not None:
+        return format(value, spec)
+    if isinstance(value, float):
+        if value != 0 and math.isfinite(value) and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            return f"{value:.2e}"
+        return f"{value:.3f}"
+    return str(value)
+
+
+def print_table(rows: Sequence[dict], columns: Sequence[str], formats: dict[str, str] | None = None,
+                file=sys.stdout) -> None:
+    """Right-aligned columns sized to their widest cell."""
+    formats = formats or {}
+    cells = [[format_value(r.get(c), formats.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    print("  ".join(c.rjust(w) for c, w in zip(columns, widths)), file=file)
+    for row in cells:
+        print("  ".join(x.rjust(w) for x, w in zip(row, widths)), file=file)
+    file.flush()
+
+
+def write_json(rows: Iterable[dict], path: str) -> None:
+    with open(path, "w") as fh:
+        json.dump(list(rows), fh, indent=1)
+
+
+def report(rows: Sequence[dict], columns: Sequence[str], json_path: str = "",
+           formats: dict[str, str] | None = None) -> None:
+    """Print the table and, when `json_path` is set, write the rows there."""
+    print_table(rows, columns, formats)
+    if json_path:
+        write_json(rows, json_path)
