@@ -138,6 +138,11 @@ def test_process_stops_cleanly_on_signal(sig):
             assert spin_until(ex, lambda: "toy" in probe.get_node_names(), 30.0, step_s=0.05)
     assert proc.poll() is None
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=15)
+    try:
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:  # never leave a hung node behind
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 0, out
     assert "Traceback" not in out
