@@ -33,8 +33,9 @@ setup(
         "sim": ["mujoco>=3.2", "gym-aloha", "rosbags", "opencv-python-headless<5"],
     },
     data_files=[
-        ("share/plan_stack/config", [str(p.relative_to(HERE)) for p in sorted((HERE / "config").glob("*.*"))]),
-        ("share/plan_stack/launch", [str(p.relative_to(HERE)) for p in sorted((HERE / "launch").glob("*.py"))]),
+        (f"share/plan_stack/{d.relative_to(HERE)}", [str(p.relative_to(HERE)) for p in sorted(d.glob("*.*"))])
+        for folder in ("config", "launch", "urdf", "models")
+        for d in sorted({p.parent for p in (HERE / folder).rglob("*.*")})
     ],
     entry_points={"console_scripts": scripts},
     zip_safe=False,

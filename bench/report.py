@@ -43,9 +43,20 @@ def print_table(rows: Sequence[dict], columns: Sequence[str], formats: dict[str,
     file.flush()
 
 
+def _json_safe(value: Any) -> Any:
+    """NaN/inf (a metric that does not apply) become null: strict JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def write_json(rows: Iterable[dict], path: str) -> None:
     with open(path, "w") as fh:
-        json.dump(list(rows), fh, indent=1)
+        json.dump([_json_safe(r) for r in rows], fh, indent=1, allow_nan=False)
 
 
 def report(rows: Sequence[dict], columns: Sequence[str], json_path: str = "",

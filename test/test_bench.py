@@ -15,6 +15,10 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 CASES = {
+    "rtc": (["--synthetic", "4", "--synthetic-length", "60", "--train-steps", "2", "--horizon", "16",
+             "--execution-steps", "8", "--delays", "0,4", "--max-episodes", "1", "--head", "plain",
+             "--rtc-head", "rtc"],
+            {"method", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms"}),
     "stitch": (["--reps", "5", "--warmup", "1", "--dof", "12"],
                {"backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "rms_error", "max_v_ratio",
                 "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc"}),
@@ -32,7 +36,7 @@ def test_benchmark_prints_a_table_and_writes_its_json_rows(name, tmp_path):
     res = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args, "--json", str(out)],
                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{name}: {c} is not JSON"))
     assert rows and all(columns <= set(r) for r in rows), columns - set(rows[0])
     header = res.stdout.splitlines()[0].split()
     assert set(header) & columns  # the printed table carries the same columns

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import yaml
 
 from plan_stack.config import ConfigError
 from plan_stack.executables import NODES
+from plan_stack.paths import find_data
 
 __all__ = ["NodeSpec", "RobotConfig", "config_dir", "load_robot_config"]
 
@@ -42,25 +42,12 @@ class RobotConfig:
     nodes: tuple[NodeSpec, ...]
 
 
-def _candidate_dirs() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    dirs = []
-    if os.environ.get("PLAN_STACK_CONFIG_DIR"):
-        dirs.append(Path(os.environ["PLAN_STACK_CONFIG_DIR"]))
-    dirs.append(here.parent.parent / "config")  # source tree: src/plan_stack -> config
-    # colcon/ament install: <prefix>/lib/pythonX.Y/site-packages/plan_stack
-    dirs.append(here.parents[3] / "share" / "plan_stack" / "config")
-    dirs.append(Path(sys.prefix) / "share" / "plan_stack" / "config")  # pip install
-    return dirs
-
-
 def config_dir() -> Path:
-    """Directory holding the robot YAML files (first of: $PLAN_STACK_CONFIG_DIR,
-    the source tree, the colcon install share/, the pip install share/)."""
-    for d in _candidate_dirs():
-        if d.is_dir():
-            return d
-    raise ConfigError(f"config: no config directory found (looked in {[str(d) for d in _candidate_dirs()]})")
+    """Directory holding the robot YAML files (see plan_stack.paths)."""
+    try:
+        return find_data("config")
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config: {exc}") from None
 
 
 def _mapping(value: Any, where: str) -> dict:

@@ -25,7 +25,6 @@ import dataclasses
 import math
 import os
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -33,6 +32,7 @@ import numpy as np
 from plan_stack.config import ConfigError
 
 from plan_stack.embodiments.joint_trajectory import Reference, Trajectory, TrajectoryError, spline_from
+from plan_stack.paths import find_data
 
 __all__ = [
     "SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "GOAL_TOLERANCE_VIOLATED",
@@ -93,18 +93,15 @@ _OK = Verdict(True)
 
 
 def find_urdf(path: str, filename: str) -> str:
-    """The URDF to read limits from: `path`, else urdf/<filename> of the source tree or an install share/ folder."""
+    """The URDF to read limits from: `path`, else urdf/<filename> of the package (see plan_stack.paths)."""
     if path:
         if not os.path.isfile(path):
             raise LimitsError(f"urdf_path: no such file {path!r}")
         return path
-    here = Path(__file__).resolve()
-    candidates = [here.parents[3] / "urdf" / filename]  # source tree: src/plan_stack/embodiments/validation.py
-    candidates += [p / "share" / "plan_stack" / "urdf" / filename for p in here.parents]
-    for c in candidates:
-        if c.is_file():
-            return str(c)
-    raise LimitsError(f"urdf_path: urdf/{filename} not found in the source tree or an install share/ folder")
+    try:
+        return str(find_data("urdf", filename))
+    except FileNotFoundError as exc:
+        raise LimitsError(f"urdf_path: {exc}") from None
 
 
 def limits_from_urdf(path: str) -> dict[str, tuple[float, float, float]]:

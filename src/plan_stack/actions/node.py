@@ -1,0 +1,234 @@
+"""`chunker` node: Observation + PlanFeatures -> ActionChunk, with RTC (DESIGN section 5).
+
+Wiring only: parameters -> ChunkerConfig + RtcConfig, the checkpoint ->
+`ChunkPolicy`, the execution timeline and RTC state -> `RtcRuntime`.
+
+Topics (node-relative): subscribes `observation` (plan_stack/Observation,
+latest only) and `plan_features` (plan_stack/PlanFeatures); publishes
+`action_chunk` (plan_stack/ActionChunk) and `/diagnostics`.
+
+Timeline: observation stamps are the execution timeline (sim time when the
+graph runs on /clock). A chunk is computed for the first observation at or
+after the previous chunk's stamp + s*dt (half a step early is accepted); its
+stamp is that observation's stamp (sample 0 = the state it saw). The delay
+estimate counts both the inference wall time and the control steps that
+actually elapsed on the node clock until the chunk was published.
+
+Refusals (no chunk, a diagnostic with the reason, RTC state reset so the
+next chunk starts fresh): no plan features yet, features older than
+`max_plan_age_s` relative to the observation, features of the wrong shape
+or non-finite, an observation missing configured joints or with non-finite
+positions. A chunk is never republished and never filled with zeros; the
+stitcher settles on the last one it has.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import threading
+import time
+
+import numpy as np
+import torch
+from builtin_interfaces.msg import Time
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+
+from plan_stack.actions.errors import ActionsError
+from plan_stack.actions.head import load_checkpoint
+from plan_stack.paths import find_data
+from plan_stack.actions.policy import ChunkPolicy
+from plan_stack.actions.rtc import Method, RtcConfig, RtcRuntime
+from plan_stack.config import ConfigError, param, validate
+from plan_stack.msg import ActionChunk, Observation, PlanFeatures
+from plan_stack.ros import conventions
+
+__all__ = ["ChunkerConfig", "ChunkerNode", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkerConfig:
+    checkpoint: str = param("trained action head directory (config.json + model.safetensors): a path, or a "
+                            "name under the package's models/ folder such as action_head_aloha/rtc",
+                            read_only=True)
+    joint_names: tuple[str, ...] = param("joints of each chunk row, in the head's action order", read_only=True)
+    max_plan_age_s: float = param("plan features older than this (vs. the observation stamp) are stale (s)",
+                                  2.0, min=0.0)
+    num_steps: int = param("Euler steps per chunk (0 = the checkpoint's)", 0, min=0)
+    fast: bool = param("run the head as a frozen TorchScript trace (not used by test_time_vjp)", True)
+    torch_threads: int = param("torch CPU threads for inference (0 = leave torch's default)", 1, min=0)
+    seed: int = param("seed of the sampling noise", 0, min=0)
+    observation_qos: str = param("QoS of `observation` (depth forced to 1: only the latest matters)",
+                                 "reliable", choices=["reliable", "sensor", "sensor_data"])
+    diagnostics_period_s: float = param("diagnostics republish period (s)", 1.0, min=0.01)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if not self.joint_names:
+            raise ConfigError("joint_names: at least one joint is needed")
+
+
+def _to_s(t: Time) -> float:
+    return t.sec + t.nanosec * 1e-9
+
+
+def _to_time(t_s: float) -> Time:
+    ns = int(round(t_s * 1e9))
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+class ChunkerNode(Node):
+    """Samples a new action chunk every s control steps while the previous one executes."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("chunker", **kwargs)
+        self.cfg = cfg = conventions.declare_config(self, ChunkerConfig)
+        self.rtc_cfg = conventions.declare_config(self, RtcConfig)
+        try:
+            # A relative name is looked up in the package's models/ folder (source tree or install).
+            checkpoint = str(find_data("models", cfg.checkpoint))
+            head, meta = load_checkpoint(checkpoint, **({"num_steps": cfg.num_steps} if cfg.num_steps else {}))
+        except (ActionsError, FileNotFoundError) as exc:
+            raise conventions.ParameterError(f"checkpoint: {exc} (node '{self.get_fully_qualified_name()}')") from None
+        hc = head.cfg
+        self.trained_delay = int(meta.get("rtc_max_delay", 0))
+        problem = None
+        if not (len(cfg.joint_names) == hc.action_dim == hc.state_dim):
+            problem = (f"joint_names: {len(cfg.joint_names)} joints, but the head has action_dim {hc.action_dim} "
+                       f"and state_dim {hc.state_dim}")
+        elif self.rtc_cfg.method_enum is Method.TRAINING_TIME and self.trained_delay < 1:
+            problem = "method: training_time needs a head trained with rtc_max_delay > 0 (use hard_prefix)"
+        if problem is None:
+            try:
+                self.runtime = RtcRuntime(self.rtc_cfg, hc.horizon, hc.dt_s, self.trained_delay or None)
+            except ConfigError as exc:
+                problem = str(exc)
+        if problem:
+            raise conventions.ParameterError(f"{problem} (node '{self.get_fully_qualified_name()}')")
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        self.policy = ChunkPolicy(head, self.rtc_cfg.method, self.rtc_cfg.schedule,
+                                  self.rtc_cfg.max_guidance_weight, fast=cfg.fast)
+        self.policy.warm_up()  # trace and first-run allocation now, not in the first query
+        self._gen = torch.Generator().manual_seed(cfg.seed)
+        self._plan_lock = threading.Lock()
+        self._plan: tuple[float, np.ndarray] | None = None  # (plan stamp s, [K, W])
+        self._plan_problem = "no plan features received yet"
+        self.chunks_published = 0
+        self.observations_seen = 0
+        self.refusals: dict[str, int] = {}
+
+        obs_qos = copy.copy(conventions.qos_by_name(cfg.observation_qos))
+        obs_qos.depth = 1
+        self._pub = self.create_publisher(ActionChunk, "action_chunk", conventions.RELIABLE_QOS)
+        self.create_subscription(Observation, "observation", self._on_observation, obs_qos,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(PlanFeatures, "plan_features", self._on_plan, conventions.RELIABLE_QOS,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self._diag = conventions.Diagnostics(self, cfg.diagnostics_period_s)
+        self._diag.report("plan", conventions.STALE, self._plan_problem)
+        self._diag.report("chunks", conventions.OK, "waiting for the first chunk", method=self.rtc_cfg.method)
+
+    # --- callbacks ----------------------------------------------------------------
+
+    def _on_plan(self, msg: PlanFeatures) -> None:
+        shape = tuple(msg.shape)
+        width = self.policy.cfg.cond_width
+        data = np.asarray(msg.data, dtype=np.float32)
+        if len(shape) != 2 or shape[0] < 1 or shape[1] != width or data.size != shape[0] * shape[1]:
+            self._reject_plan(f"plan features of shape {list(shape)} with {data.size} values; expected "
+                              f"[tokens >= 1, {width}]")
+            return
+        if not np.all(np.isfinite(data)):
+            self._reject_plan("plan features contain non-finite values")
+            return
+        stamp = _to_s(msg.plan_stamp) or _to_s(msg.header.stamp)
+        with self._plan_lock:
+            self._plan = (stamp, data.reshape(shape))
+            self._plan_problem = ""
+        self._diag.report("plan", conventions.OK, "plan features received", plan_stamp=f"{stamp:.6f}",
+                          tokens=shape[0])
+
+    def _on_observation(self, msg: Observation) -> None:
+        self.observations_seen += 1
+        t_query = _to_s(msg.header.stamp)
+        due = self.runtime.next_query_s()
+        if due is not None and t_query < due - 0.5 * self.runtime.dt_s:
+            return  # the current chunk still covers this time
+        state = self._state(msg)
+        if state is None:
+            return
+        with self._plan_lock:
+            plan, plan_problem = self._plan, self._plan_problem
+        if plan is None:
+            self._refuse("plan", conventions.ERROR, plan_problem or "no plan features")
+            return
+        age = t_query - plan[0]
+        if age > self.cfg.max_plan_age_s:
+            self._refuse("plan", conventions.STALE, f"plan features are {age:.3f} s old at the observation "
+                         f"(max_plan_age_s {self.cfg.max_plan_age_s})", age_s=f"{age:.3f}")
+            return
+        try:
+            request = self.runtime.request(t_query)
+        except ActionsError as exc:  # an observation older than the chunk in force
+            self._refuse("chunks", conventions.WARN, f"observation skipped: {exc}")
+            return
+        t0 = time.perf_counter()
+        result = self.policy.sample(state, plan[1], request, generator=self._gen)
+        inference_s = time.perf_counter() - t0
+        self._publish(msg, request, result)
+        consumed = max(self._now_s() - t_query, 0.0) / self.runtime.dt_s
+        self.runtime.commit(request, result.positions, inference_s, consumed)
+        level = conventions.WARN if request.clamped else conventions.OK
+        text = (f"delay estimate {request.delay_steps:.2f} steps exceeds the supported range; prefix clamped to "
+                f"{request.prefix_len}" if request.clamped else "chunk published")
+        self._diag.report("chunks", level, text, now=request.clamped, published=self.chunks_published,
+                          inference_ms=f"{result.inference_ms:.2f}", delay_steps=f"{request.delay_steps:.2f}",
+                          prefix_len=result.prefix_len, execution_steps=request.execution_steps,
+                          consumed_steps=f"{consumed:.2f}", method=self.rtc_cfg.method)
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _state(self, msg: Observation) -> np.ndarray | None:
+        js = msg.joint_state
+        names = list(js.name)
+        if len(js.position) != len(names) or any(j not in names for j in self.cfg.joint_names):
+            missing = [j for j in self.cfg.joint_names if j not in names]
+            self._refuse("observation", conventions.ERROR,
+                         f"joint state lacks {missing}" if missing else "joint state names/positions mismatch")
+            return None
+        state = np.asarray([js.position[names.index(j)] for j in self.cfg.joint_names], dtype=float)
+        if not np.all(np.isfinite(state)):
+            bad = [j for j, v in zip(self.cfg.joint_names, state) if not math.isfinite(v)]
+            self._refuse("observation", conventions.ERROR, f"non-finite joint positions {bad}")
+            return None
+        return state
+
+    def _reject_plan(self, reason: str) -> None:
+        with self._plan_lock:
+            self._plan = None
+            self._plan_problem = reason
+        self._refuse("plan", conventions.ERROR, reason)
+
+    def _refuse(self, status: str, level: int, reason: str, **values) -> None:
+        """No chunk this time: say why, and drop the RTC state (the stitcher settles meanwhile)."""
+        self.refusals[status] = self.refusals.get(status, 0) + 1
+        self.runtime.reset()
+        self._diag.report(status, level, f"no chunk: {reason}", now=True, refusals=self.refusals[status], **values)
+        self.get_logger().warning(f"no chunk: {reason}", throttle_duration_sec=1.0)
+
+    def _publish(self, obs: Observation, request, result) -> None:
+        hc = self.policy.cfg
+        msg = ActionChunk(joint_names=list(self.cfg.joint_names), dt=hc.dt_s, horizon=hc.horizon,
+                          positions=result.positions.reshape(-1).tolist(), prefix_len=result.prefix_len,
+                          inference_ms=float(result.inference_ms), delay_steps=float(request.delay_steps))
+        msg.header.stamp = obs.header.stamp
+        self._pub.publish(msg)
+        self.chunks_published += 1
+
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+
+main = conventions.node_main(ChunkerNode)

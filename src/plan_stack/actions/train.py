@@ -1,0 +1,232 @@
+"""Training of the flow-matching head (optionally with training-time RTC), resumable.
+
+Checkpoint directory layout (all safetensors + JSON, no pickles):
+`config.json` + `model.safetensors` (what inference loads: weights and
+normalisation statistics), `optimizer.safetensors` + `train_state.json`
+(AdamW moments, step, data and noise RNG states, history) so an interrupted
+run resumes exactly where it stopped. Held-out evaluation reports the flow
+loss at fixed noise/time (comparable across steps) and the sampled chunk's
+error to the demonstration in robot units.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from plan_stack.actions.data import ChunkWindows, Episode
+from plan_stack.actions.errors import CheckpointError
+from plan_stack.actions.head import FlowHead, HeadConfig, load_checkpoint, save_checkpoint
+from plan_stack.actions.rtc import integrate, masked_flow_loss, sample_delays, training_time_inputs
+from plan_stack.config import ConfigError, param, validate
+
+__all__ = ["TrainConfig", "TrainResult", "train", "evaluate"]
+
+OPTIM_FILE = "optimizer.safetensors"
+STATE_FILE = "train_state.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    steps: int = param("total optimiser steps", 2000, min=1)
+    batch_size: int = param("windows per step", 64, min=1)
+    lr: float = param("peak AdamW learning rate", 3e-4, min=0.0)
+    weight_decay: float = param("AdamW weight decay", 1e-4, min=0.0)
+    warmup_steps: int = param("linear warm-up, then cosine decay to 10%", 100, min=0)
+    rtc_max_delay: int = param("training-time RTC: simulated delays d in [0, max) (0 = off)", 0, min=0)
+    rtc_distribution: str = param("simulated-delay distribution", "uniform", choices=["uniform", "exp"])
+    rtc_temperature: float = param("temperature of the exp delay distribution", 4.0, min=1e-6)
+    eval_every: int = param("held-out evaluation period (steps)", 500, min=1)
+    checkpoint_every: int = param("checkpoint period (steps)", 500, min=1)
+    log_every: int = param("progress line period (steps)", 100, min=1)
+    eval_windows: int = param("held-out windows per evaluation", 256, min=1)
+    seed: int = param("seed of data order, noise and flow times", 0, min=0)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    step: int
+    train_loss: float
+    eval: dict[str, float]
+    resumed_from: int  # 0 when started fresh
+    seconds: float
+
+
+def _flow_times(b: int, gen: torch.Generator) -> torch.Tensor:
+    """t ~ 0.999 Beta(1.5, 1) + 0.001: pi0's emphasis on the noisy end (t near 1)."""
+    u = torch.rand(b, generator=gen)
+    return 0.999 * u.pow(1.0 / 1.5) + 0.001  # inverse CDF of Beta(1.5, 1)
+
+
+def _to_torch(batch: dict[str, np.ndarray], head: FlowHead) -> dict[str, torch.Tensor]:
+    n = head.normaliser
+    return {
+        "actions": n.norm("action", torch.from_numpy(batch["actions"]).float()),
+        "state": n.norm("state", torch.from_numpy(batch["state"]).float()),
+        "cond": n.norm("cond", torch.from_numpy(batch["cond"]).float()),
+        "cond_mask": torch.from_numpy(batch["cond_mask"]),
+    }
+
+
+def flow_loss(head: FlowHead, b: dict[str, torch.Tensor], gen: torch.Generator, rtc_max_delay: int = 0,
+              rtc_distribution: str = "uniform", rtc_temperature: float = 1.0) -> torch.Tensor:
+    a = b["actions"]
+    noise = torch.randn(a.shape, generator=gen)
+    t = _flow_times(a.shape[0], gen)
+    if rtc_max_delay > 0:
+        delays = sample_delays(a.shape[0], rtc_max_delay, gen, rtc_distribution, rtc_temperature)
+    else:
+        delays = torch.zeros(a.shape[0], dtype=torch.long)
+    x_t, times, mask = training_time_inputs(a, noise, t, delays)
+    v = head(x_t, times, b["state"], b["cond"], b["cond_mask"])
+    return masked_flow_loss(v, a, noise, mask)
+
+
+def evaluate(head: FlowHead, windows: ChunkWindows, n: int, seed: int = 1234, num_steps: int | None = None
+             ) -> dict[str, float]:
+    """Held-out flow loss (fixed noise and times) and sampled-chunk RMSE in robot units."""
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(len(windows), size=min(n, len(windows)), replace=False)
+    gen = torch.Generator().manual_seed(seed)
+    was_training = head.training
+    head.eval()
+    with torch.no_grad():
+        b = _to_torch(windows.batch(rows), head)
+        loss = flow_loss(head, b, gen).item()
+        ctx = head.encode(b["state"], b["cond"], b["cond_mask"])
+        noise = torch.randn(b["actions"].shape, generator=gen)
+        x = integrate(lambda x, t: head.velocity(x, t, ctx), noise, num_steps or head.cfg.num_steps)
+        err = head.normaliser.denorm("action", x) - head.normaliser.denorm("action", b["actions"])
+        rmse = err.pow(2).mean().sqrt().item()
+    head.train(was_training)
+    return {"eval_flow_loss": loss, "eval_chunk_rmse": rmse}
+
+
+def _lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(cfg.steps - cfg.warmup_steps, 1)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))))
+
+
+def _save_optimizer(path: str, opt: torch.optim.Optimizer) -> None:
+    from safetensors.torch import save_file
+
+    sd = opt.state_dict()
+    tensors = {f"{i}.{k}": v.detach().reshape(-1).clone() if v.ndim == 0 else v.detach().clone()
+               for i, st in sd["state"].items() for k, v in st.items()}
+    tmp = os.path.join(path, OPTIM_FILE + ".tmp")
+    save_file(tensors, tmp, metadata={"param_groups": json.dumps(sd["param_groups"])})
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, os.path.join(path, OPTIM_FILE))
+
+
+def _load_optimizer(path: str, opt: torch.optim.Optimizer) -> None:
+    from safetensors import safe_open
+
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    with safe_open(os.path.join(path, OPTIM_FILE), "pt") as fh:
+        groups = json.loads(fh.metadata()["param_groups"])
+        for key in fh.keys():
+            i, name = key.split(".", 1)
+            v = fh.get_tensor(key)
+            state.setdefault(int(i), {})[name] = v.reshape(()) if name == "step" else v
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+def _write_state(path: str, doc: dict[str, Any]) -> None:
+    tmp = os.path.join(path, STATE_FILE + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh)
+    os.replace(tmp, os.path.join(path, STATE_FILE))
+
+
+def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval_eps: list[Episode],
+          out_dir: str, resume: bool = True, log: Callable[[str], None] = print,
+          meta: dict[str, Any] | None = None) -> TrainResult:
+    """Train (or resume) into `out_dir`; returns the final step's figures.
+
+    Resuming requires the same head config and RTC setting; anything else
+    raises CheckpointError rather than silently mixing runs.
+    """
+    windows = ChunkWindows(train_eps, head_cfg.horizon)
+    eval_windows = ChunkWindows(eval_eps, head_cfg.horizon) if eval_eps else None
+    if (windows.action_dim, windows.state_dim, windows.cond_width) != (
+            head_cfg.action_dim, head_cfg.state_dim, head_cfg.cond_width):
+        raise ConfigError(f"action_dim: head expects (action, state, cond) = ({head_cfg.action_dim}, "
+                          f"{head_cfg.state_dim}, {head_cfg.cond_width}), data has ({windows.action_dim}, "
+                          f"{windows.state_dim}, {windows.cond_width})")
+    dt = {e.dt_s for e in train_eps + eval_eps}
+    if any(abs(x - head_cfg.dt_s) > 1e-9 for x in dt):
+        raise ConfigError(f"dt_s: head dt {head_cfg.dt_s} differs from the data's {sorted(dt)}")
+    with torch.random.fork_rng():  # seeded initialisation without touching the caller's global RNG
+        torch.manual_seed(cfg.seed)
+        head = FlowHead(head_cfg)
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    step, history, resumed_from = 0, [], 0
+    meta = {**(meta or {}), "rtc_max_delay": cfg.rtc_max_delay, "train": dataclasses.asdict(cfg)}
+    state_path = os.path.join(out_dir, STATE_FILE)
+    if resume and os.path.isfile(state_path):
+        loaded, old_meta = load_checkpoint(out_dir)
+        if loaded.cfg != head_cfg or old_meta.get("rtc_max_delay") != cfg.rtc_max_delay:
+            raise CheckpointError(f"out_dir: {out_dir!r} holds a run with another head config or RTC setting; "
+                                  "use a new directory or --fresh")
+        head.load_state_dict(loaded.state_dict())
+        _load_optimizer(out_dir, opt)
+        with open(state_path) as fh:
+            st = json.load(fh)
+        step, history = st["step"], st["history"]
+        rng.bit_generator.state = st["data_rng"]
+        gen.set_state(torch.tensor(st["noise_rng"], dtype=torch.uint8))
+        resumed_from = step
+        log(f"resumed from step {step} in {out_dir}")
+    else:
+        head.normaliser.fit(windows.all_actions(), windows.all_states(), windows.all_cond())
+    os.makedirs(out_dir, exist_ok=True)
+
+    def checkpoint() -> None:
+        save_checkpoint(out_dir, head, meta)
+        _save_optimizer(out_dir, opt)
+        _write_state(out_dir, {"step": step, "history": history, "data_rng": rng.bit_generator.state,
+                               "noise_rng": gen.get_state().tolist()})
+
+    t_start = time.perf_counter()
+    head.train()
+    running, n_running, last_loss, ev = 0.0, 0, float("nan"), {}
+    while step < cfg.steps:
+        for g in opt.param_groups:
+            g["lr"] = _lr_at(step, cfg)
+        rows = rng.integers(0, len(windows), cfg.batch_size)
+        loss = flow_loss(head, _to_torch(windows.batch(rows), head), gen, cfg.rtc_max_delay,
+                         cfg.rtc_distribution, cfg.rtc_temperature)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        step += 1
+        last_loss = loss.item()
+        running, n_running = running + last_loss, n_running + 1
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            el = time.perf_counter() - t_start
+            log(f"step {step}/{cfg.steps} loss {running / n_running:.4f} lr {_lr_at(step - 1, cfg):.2e} "
+                f"{(step - resumed_from) / max(el, 1e-9):.1f} steps/s")
+            running, n_running = 0.0, 0
+        if eval_windows is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+            ev = evaluate(head, eval_windows, cfg.eval_windows)
+            history.append({"step": step, "train_loss": last_loss, **ev})
+            log(f"eval step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in ev.items()))
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            checkpoint()
+    head.eval()
+    return TrainResult(step, last_loss, ev, resumed_from, time.perf_counter() - t_start)

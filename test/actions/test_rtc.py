@@ -1,0 +1,272 @@
+"""RTC library: alignment, delay estimation, horizon constraint, schedules, training-time
+inputs, prefix conditioning and guidance (toy velocity functions, no trained model)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from plan_stack.actions.errors import RtcError
+from plan_stack.actions.rtc import (
+    DelayEstimator,
+    Guidance,
+    Method,
+    PrefixConditioning,
+    RtcConfig,
+    RtcRuntime,
+    Unguided,
+    align_previous,
+    guidance_weight,
+    integrate,
+    masked_flow_loss,
+    plan_horizon,
+    prefix_weights,
+    sample_delays,
+    training_time_inputs,
+)
+from plan_stack.config import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+# --- alignment -----------------------------------------------------------------------------------
+
+
+def test_alignment_with_fractional_delta_matches_hand_computation():
+    # previous chunk q_k = k^2 (one joint) and 10 k (another), dt 0.1 s, sample 0 at t = 1.0 s
+    prev = np.array([[0.0, 0.0], [1.0, 10.0], [4.0, 20.0], [9.0, 30.0], [16.0, 40.0]])
+    got = align_previous(prev, t_ref_s=1.0, t_query_s=1.25, dt_s=0.1, prefix_len=3)
+    # delta = 2.5: samples at 2.5 and 3.5 remain -> (4+9)/2 = 6.5, (9+16)/2 = 12.5; then hold the last sample
+    assert got.delta_steps == pytest.approx(2.5)
+    assert got.valid_len == 2
+    assert got.prefix_len == 2  # requested 3, clamped to what remains
+    np.testing.assert_allclose(got.actions, [[6.5, 25.0], [12.5, 35.0], [16.0, 40.0], [16.0, 40.0],
+                                             [16.0, 40.0]])
+
+
+def test_alignment_integer_delta_is_a_shift_and_float_stamps_keep_the_sample():
+    prev = np.arange(10.0)[:, None]
+    # 0.3 / 0.1 = 2.9999999999999996 in floats: must still count as delta = 3
+    got = align_previous(prev, 0.0, 0.3, 0.1, prefix_len=4)
+    np.testing.assert_allclose(got.actions[:7, 0], [3, 4, 5, 6, 7, 8, 9], atol=1e-9)
+    assert got.valid_len == 7 and got.prefix_len == 4
+    np.testing.assert_allclose(got.actions[7:, 0], 9.0)
+
+
+def test_alignment_past_the_end_has_nothing_to_lock():
+    got = align_previous(np.arange(5.0)[:, None], 0.0, 1.0, 0.1, prefix_len=3)
+    assert got.valid_len == 0 and got.prefix_len == 0
+    np.testing.assert_allclose(got.actions, 4.0)
+
+
+def test_alignment_rejects_a_query_before_the_chunk_and_bad_input():
+    with pytest.raises(RtcError, match="precedes"):
+        align_previous(np.zeros((5, 1)), 1.0, 0.9, 0.1, 1)
+    with pytest.raises(RtcError, match="non-finite"):
+        align_previous(np.full((5, 1), np.nan), 0.0, 0.1, 0.1, 1)
+    with pytest.raises(RtcError, match="dt_s"):
+        align_previous(np.zeros((5, 1)), 0.0, 0.1, 0.0, 1)
+    with pytest.raises(RtcError, match="shape"):
+        align_previous(np.zeros(5), 0.0, 0.1, 0.1, 1)
+
+
+# --- delay estimation ----------------------------------------------------------------------------
+
+
+def test_delay_estimator_ignores_the_cold_start_sample():
+    est = DelayEstimator(dt_s=0.02, window=10, quantile=0.9, cold_start=1, initial_steps=2.0)
+    assert est.estimate() == 2.0
+    est.observe(1.5)  # first inference: 75 steps of warm-up, must not count
+    assert est.num_samples == 0 and est.estimate() == 2.0
+    for ms in (30, 31, 32, 33, 35):
+        est.observe(ms / 1000)
+    assert est.estimate() == pytest.approx(35 / 20)  # 'higher' quantile of the 5 warm samples
+    assert est.steps() == 2
+
+
+def test_delay_estimator_counts_consumed_steps_and_forgets_old_samples():
+    est = DelayEstimator(dt_s=0.02, window=3, quantile=1.0, cold_start=0)
+    est.observe(0.010, consumed_steps=3.0)  # fast compute but 3 steps actually elapsed (transport)
+    assert est.estimate() == 3.0
+    for _ in range(3):
+        est.observe(0.010)
+    assert est.estimate() == pytest.approx(0.5)
+    with pytest.raises(RtcError, match="inference_s"):
+        est.observe(-1.0)
+    with pytest.raises(RtcError, match="consumed_steps"):
+        est.observe(0.01, consumed_steps=math.nan)
+
+
+@pytest.mark.parametrize("d,s,h,trained,expect", [
+    (4, 10, 50, None, (4, 10, False)),
+    (12, 10, 50, None, (12, 12, False)),  # s raised to d
+    (4, 48, 50, None, (4, 46, False)),  # s lowered to H - d
+    (30, 10, 50, None, (25, 25, True)),  # d beyond H/2
+    (9, 10, 50, 8, (7, 10, True)),  # d beyond the trained range [0, 8)
+])
+def test_plan_horizon_enforces_d_le_s_le_h_minus_d(d, s, h, trained, expect):
+    plan = plan_horizon(d, s, h, trained)
+    assert (plan.delay_steps, plan.execution_steps, plan.clamped) == expect
+    assert plan.delay_steps <= plan.execution_steps <= h - plan.delay_steps
+
+
+# --- schedules and guidance weight ---------------------------------------------------------------
+
+
+def test_schedules_match_their_formulas():
+    h, d, e = 12, 3, 9
+    i = np.arange(h)
+    lin = np.clip((d - 1 - i) / (e - d + 1) + 1, 0, 1) * (i < e)
+    np.testing.assert_allclose(prefix_weights(d, e, h, "linear"), lin)
+    np.testing.assert_allclose(prefix_weights(d, e, h, "exp"), lin * (np.exp(lin) - 1) / (np.e - 1))
+    np.testing.assert_allclose(prefix_weights(d, e, h, "ones"), (i < e).astype(float))
+    np.testing.assert_allclose(prefix_weights(d, e, h, "zeros"), (i < d).astype(float))
+    w = prefix_weights(d, e, h, "linear")
+    assert np.all(w[:d] == 1.0) and w[e] == 0.0 and np.all(np.diff(w) <= 0)
+    with pytest.raises(ValueError):
+        prefix_weights(d, e, h, "cosine")
+
+
+def test_guidance_weight_formula_in_data_time_and_beta_clip():
+    for t in (0.2, 0.5, 0.8):
+        tau = 1 - t
+        expect = (1 - tau) / tau * (tau**2 + (1 - tau) ** 2) / (1 - tau) ** 2
+        assert guidance_weight(t, 100.0) == pytest.approx(expect)
+        assert guidance_weight(t, 1.0) == pytest.approx(min(expect, 1.0))
+    assert guidance_weight(1.0, 5.0) == 5.0 and guidance_weight(0.0, 5.0) == 5.0
+    assert guidance_weight(0.5, 0.0) == 0.0
+
+
+# --- training-time RTC ---------------------------------------------------------------------------
+
+
+def test_training_time_inputs_give_clean_prefix_and_mask_its_loss():
+    gen = torch.Generator().manual_seed(0)
+    a, eps = torch.randn(3, 6, 2, generator=gen), torch.randn(3, 6, 2, generator=gen)
+    t = torch.tensor([0.9, 0.5, 0.2])
+    x_t, times, mask = training_time_inputs(a, eps, t, torch.tensor([0, 2, 5]))
+    assert torch.equal(times[1], torch.tensor([0, 0, 0.5, 0.5, 0.5, 0.5]))
+    assert torch.equal(x_t[1, :2], a[1, :2]) and torch.equal(x_t[2, :5], a[2, :5])
+    torch.testing.assert_close(x_t[0], 0.1 * a[0] + 0.9 * eps[0])
+    assert mask.tolist() == [[1] * 6, [0, 0, 1, 1, 1, 1], [0] * 5 + [1]]
+    # loss ignores the masked positions entirely
+    v = eps - a
+    v_bad = v.clone()
+    v_bad[1, :2] += 100.0
+    assert masked_flow_loss(v_bad, a, eps, mask).item() == 0.0
+    assert masked_flow_loss(v_bad, a, eps).item() > 0.0
+
+
+def test_sample_delays_respects_the_exclusive_bound_and_temperature():
+    gen = torch.Generator().manual_seed(0)
+    d = sample_delays(4000, 5, gen)
+    assert d.min() == 0 and d.max() == 4
+    e = sample_delays(4000, 5, gen, "exp", temperature=1.0)
+    assert (e == 0).float().mean() > 0.5 > (e == 4).float().mean()
+    with pytest.raises(RtcError, match="max_delay"):
+        sample_delays(1, 0)
+    with pytest.raises(RtcError, match="distribution"):
+        sample_delays(1, 3, distribution="beta")
+
+
+# --- the Euler loop and guides (toy velocity fields) ------------------------------------------------
+
+
+def _toy_fn(target: torch.Tensor):
+    """A denoiser whose clean estimate depends on x (a broad data distribution around `target`),
+    nonlinearly, so the VJP differs from the direct (identity-Jacobian) approximation."""
+
+    def fn(x, t):
+        a_hat = target + 0.5 * x + 0.2 * torch.tanh(x)
+        return (x - a_hat) / t.clamp(min=1e-3)[..., None]
+
+    return fn
+
+
+def test_integrate_recovers_a_point_mass():
+    target = torch.randn(1, 8, 3, generator=torch.Generator().manual_seed(1))
+    fn = lambda x, t: (x - target) / t[..., None]  # noqa: E731
+    out = integrate(fn, torch.randn(1, 8, 3), 10, Unguided())
+    torch.testing.assert_close(out, target)
+    with pytest.raises(RtcError, match="num_steps"):
+        integrate(fn, torch.zeros(1, 8, 3), 0)
+
+
+def test_prefix_conditioning_preserves_the_prefix_exactly_and_sees_clean_time():
+    gen = torch.Generator().manual_seed(2)
+    target, prefix = torch.randn(1, 8, 3, generator=gen), torch.randn(1, 8, 3, generator=gen)
+    seen = []
+
+    def fn(x, t):
+        seen.append(t.clone())
+        return _toy_fn(target)(x, t)
+
+    out = integrate(fn, torch.randn(1, 8, 3, generator=gen), 5, PrefixConditioning(prefix, 3))
+    assert torch.equal(out[:, :3], prefix[:, :3])
+    assert all(torch.all(t[:, :3] == 0) and torch.all(t[:, 3:] > 0) for t in seen)
+
+
+@pytest.mark.parametrize("vjp", [True, False])
+def test_guidance_with_beta_zero_equals_unguided(vjp):
+    gen = torch.Generator().manual_seed(3)
+    target, prefix, noise = (torch.randn(1, 8, 3, generator=gen) for _ in range(3))
+    w = torch.from_numpy(prefix_weights(3, 6, 8, "exp"))
+    plain = integrate(_toy_fn(target), noise, 10, Unguided())
+    guided = integrate(_toy_fn(target), noise, 10, Guidance(prefix, w, beta=0.0, vjp=vjp))
+    torch.testing.assert_close(guided, plain, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("vjp", [True, False])
+def test_guidance_pulls_the_prefix_toward_the_previous_chunk(vjp):
+    gen = torch.Generator().manual_seed(4)
+    target, prefix, noise = (torch.randn(1, 8, 3, generator=gen) for _ in range(3))
+    w = torch.from_numpy(prefix_weights(3, 6, 8, "linear"))
+    plain = integrate(_toy_fn(target), noise, 10, Unguided())
+    guided = integrate(_toy_fn(target), noise, 10, Guidance(prefix, w, beta=5.0, vjp=vjp))
+    err = lambda x: (x[:, :3] - prefix[:, :3]).pow(2).mean().item()  # noqa: E731
+    assert err(guided) < 0.5 * err(plain)
+    torch.testing.assert_close(guided[:, 6:], plain[:, 6:], atol=0.2, rtol=0)  # zero-weight tail barely moves
+
+
+# --- runtime ------------------------------------------------------------------------------------
+
+
+def test_runtime_cold_start_then_aligned_prefix_with_estimated_delay():
+    cfg = RtcConfig(method="training_time", execution_horizon_steps=4, initial_delay_steps=2.0,
+                    cold_start_samples=1, delay_quantile=1.0)
+    rt = RtcRuntime(cfg, horizon=10, dt_s=0.1, max_trained_delay=5)
+    r0 = rt.request(1.0)
+    assert r0.prefix is None and r0.prefix_len == 0 and rt.next_query_s() is None
+    rt.commit(r0, np.arange(10.0)[:, None], inference_s=5.0)  # warm-up inference: excluded
+    assert rt.next_query_s() == pytest.approx(1.4)
+    r1 = rt.request(1.4)
+    assert r1.delay_steps == 2.0 and r1.prefix_len == 2 and r1.delta_steps == pytest.approx(4.0)
+    np.testing.assert_allclose(r1.prefix[:6, 0], [4, 5, 6, 7, 8, 9])
+    assert r1.region_end == 6
+    rt.commit(r1, np.arange(10.0)[:, None] + 4, inference_s=0.35)  # 3.5 steps
+    r2 = rt.request(1.8)
+    assert r2.prefix_len == 4 and not r2.clamped  # ceil(3.5)
+    rt.commit(r2, np.zeros((10, 1)), inference_s=0.9)  # 9 steps: beyond the trained range [0, 5)
+    r3 = rt.request(2.2)
+    assert r3.clamped and r3.prefix_len == 4 and r3.execution_steps == 4
+
+
+def test_runtime_naive_never_locks_and_config_is_validated():
+    rt = RtcRuntime(RtcConfig(method="naive", execution_horizon_steps=5), horizon=10, dt_s=0.1)
+    rt.commit(rt.request(0.0), np.ones((10, 2)), 0.01)
+    assert rt.request(0.5).prefix is None
+    with pytest.raises(ConfigError, match="method"):
+        RtcConfig(method="magic")
+    with pytest.raises(ConfigError, match="execution_horizon_steps"):
+        RtcRuntime(RtcConfig(execution_horizon_steps=60), horizon=50, dt_s=0.02)
+    with pytest.raises(RtcError, match="chunk"):
+        rt.commit(rt.request(1.0), np.ones((9, 2)), 0.01)
+    assert Method("test_time_vjp").uses_guidance and Method("hard_prefix").uses_prefix_conditioning

@@ -1,0 +1,101 @@
+"""Training: held-out evaluation improves, checkpoints resume exactly, misuse is refused, CLI works."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from plan_stack.actions.data import ChunkWindows, Episode, split_episodes, synthetic_episodes
+from plan_stack.actions.errors import CheckpointError, DatasetError
+from plan_stack.actions.head import HeadConfig, load_checkpoint
+from plan_stack.actions.train import TrainConfig, train
+from plan_stack.config import ConfigError
+
+HEAD = HeadConfig(action_dim=3, state_dim=3, horizon=8, cond_width=5, width=16, layers=1, heads=2, num_steps=4)
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return split_episodes(synthetic_episodes(8, length=40, action_dim=3, cond_width=5), 0.25)
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(steps=60, batch_size=16, lr=3e-3, warmup_steps=5, eval_every=20, checkpoint_every=20,
+                log_every=20, eval_windows=32)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_training_improves_held_out_loss_and_writes_a_loadable_checkpoint(episodes, tmp_path):
+    lines = []
+    res = train(HEAD, _cfg(rtc_max_delay=3), *episodes, str(tmp_path), log=lines.append)
+    hist = json.loads((tmp_path / "train_state.json").read_text())["history"]
+    assert [h["step"] for h in hist] == [20, 40, 60]
+    assert hist[-1]["eval_flow_loss"] < hist[0]["eval_flow_loss"]
+    assert res.step == 60 and res.resumed_from == 0 and "eval_chunk_rmse" in res.eval
+    assert any(line.startswith("step 60/60 loss") for line in lines)
+    head, meta = load_checkpoint(str(tmp_path))
+    assert meta["rtc_max_delay"] == 3 and head.cfg == HEAD
+    # normalisation statistics travel with the weights
+    assert head.normaliser.action_std.min().item() > 0.01
+
+
+def test_resume_after_interruption_equals_an_uninterrupted_run(episodes, tmp_path):
+    cfg = _cfg(steps=12, checkpoint_every=3, log_every=1, eval_every=100)
+    train(HEAD, cfg, *episodes, str(tmp_path / "a"), log=lambda s: None)
+
+    def crash_at_step_8(line: str) -> None:
+        if line.startswith("step 8/"):
+            raise KeyboardInterrupt  # last checkpoint was written at step 6
+
+    with pytest.raises(KeyboardInterrupt):
+        train(HEAD, cfg, *episodes, str(tmp_path / "b"), log=crash_at_step_8)
+    lines = []
+    res = train(HEAD, cfg, *episodes, str(tmp_path / "b"), log=lines.append)
+    assert res.resumed_from == 6 and lines[0].startswith("resumed from step 6")
+    a, _ = load_checkpoint(str(tmp_path / "a"))
+    b, _ = load_checkpoint(str(tmp_path / "b"))
+    for k, v in a.state_dict().items():
+        torch.testing.assert_close(b.state_dict()[k], v, rtol=0, atol=1e-6, msg=k)
+
+
+def test_resume_refuses_a_different_setup_and_data_mismatch(episodes, tmp_path):
+    train(HEAD, _cfg(steps=2, log_every=1), *episodes, str(tmp_path), log=lambda s: None)
+    with pytest.raises(CheckpointError, match="another head config or RTC setting"):
+        train(HEAD, _cfg(steps=4, rtc_max_delay=2), *episodes, str(tmp_path), log=lambda s: None)
+    other = HeadConfig(action_dim=4, state_dim=3, horizon=8, cond_width=5, width=16, layers=1, heads=2)
+    with pytest.raises(ConfigError, match="action_dim"):
+        train(other, _cfg(steps=2), *episodes, str(tmp_path / "x"), log=lambda s: None)
+
+
+def test_windows_hold_the_last_command_and_reject_bad_episodes():
+    ep = Episode("e", 0.02, [[0.0], [1.0], [2.0]], [[0.0], [0.0], [1.0]], [[1.0, 0.0]])
+    w = ChunkWindows([ep], horizon=4)
+    b = w.batch(w.index.shape[0] - 1 - torch.arange(1).numpy())  # last window starts at the final step
+    assert b["actions"][0, :, 0].tolist() == [2.0, 2.0, 2.0, 2.0]
+    with pytest.raises(DatasetError, match="non-finite"):
+        Episode("n", 0.02, [[0.0], [float("nan")]], [[0.0], [0.0]], [[1.0]])
+    with pytest.raises(DatasetError, match="inconsistent"):
+        ChunkWindows([ep, Episode("f", 0.02, [[0.0, 1], [1, 1]], [[0.0], [0.0]], [[1.0, 0.0]])], 4)
+
+
+def test_cli_trains_on_synthetic_demonstrations(tmp_path):
+    from plan_stack.cli import main
+
+    out = tmp_path / "ckpt"
+    rc = main(["train-action-head", "--synthetic", "6", "--out", str(out), "--steps", "4", "--batch-size", "8",
+               "--horizon", "8", "--width", "16", "--layers", "1", "--heads", "2", "--log-every", "2",
+               "--eval-every", "4", "--checkpoint-every", "4", "--threads", "1"])
+    assert rc == 0
+    assert {"config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"} <= set(os.listdir(out))
+    head, meta = load_checkpoint(str(out))
+    assert head.cfg.horizon == 8 and meta["data"]["source"] == "synthetic"
