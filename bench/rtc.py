@@ -16,7 +16,8 @@ head is trained there first with `--train-steps` (resumable).
 
 Columns
 * method, delay_steps
-* seam_jump_pos   mean ||new - previous|| at the seam (both at the seam time), robot units
+* seam_jump_pos   mean ||new - previous|| of the raw chunks at the seam (both at the seam
+                  time), robot units; the same in both stages
 * seam_jump_vel   mean change of executed velocity across the seam (units/s)
 * jerk_rms        RMS third difference / dt^3 of the executed commands
 * tracking_rmse   RMS error of the executed commands to the expert's
@@ -28,10 +29,14 @@ Columns
                   MuJoCo simulator from the same initial scene, observing its joint state;
                   conditioning = the episode's annotated plan at the same time. NaN otherwise.
 
-    python bench/rtc.py --demos DIR --head H --rtc-head R [--delays 0,1,2,4,8] [--json out.json]
+* stage           `chunks`: the chunks' commands executed as they are; `stitched`
+                  (with --stitcher): the same chunks through the stitcher library
+                  (plan_stack.trajectory.Stitcher, MPC backend, tracking mode,
+                  limits of --stitcher-limits), executing its trajectory instead.
 
-The seam/tracking columns are open loop (observations from the demonstration);
-the stitcher stage is not included.
+    python bench/rtc.py --demos DIR --head H --rtc-head R [--delays 0,1,2,4,8] [--stitcher] [--json out.json]
+
+The seam/tracking columns are open loop (observations from the demonstration).
 """
 from __future__ import annotations
 
@@ -52,10 +57,12 @@ from plan_stack.actions.head import HeadConfig, load_checkpoint  # noqa: E402
 from plan_stack.actions.offline import rollout, seam_metrics  # noqa: E402
 from plan_stack.actions.policy import ChunkPolicy  # noqa: E402
 from plan_stack.actions.train import TrainConfig, train  # noqa: E402
+from plan_stack.trajectory.config import StitcherConfig  # noqa: E402
+from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher  # noqa: E402
 from report import add_json_option, report  # noqa: E402  bench/report.py: shared table + JSON output
 
 METHODS = ("naive", "hard_prefix", "training_time", "test_time_vjp", "test_time_direct")
-COLUMNS = ("method", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms",
+COLUMNS = ("method", "stage", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms",
            "vel_ratio", "tracking_change", "success_rate")
 
 
@@ -88,10 +95,37 @@ def _head(path, rtc_max_delay, train_eps, eval_eps, args):
     return head
 
 
-def _row(method, d, runs, dt):
+class StitchedExecution:
+    """The stitcher between chunker and robot (`offline.ChunkExecutor`): each chunk is
+    stitched when it takes over, and the executed command is the active trajectory's."""
+
+    def __init__(self, dim: int, dt_s: float, limits: tuple[float, float, float]) -> None:
+        v, a, j = limits
+        self.names = tuple(f"joint_{i}" for i in range(dim))
+        self.stitcher = Stitcher(StitcherConfig(joint_names=self.names, dt=dt_s, v_max=v, a_max=a, j_max=j))
+        self.dt = dt_s
+        self.pending: list[tuple[int, int, np.ndarray]] = []
+        self.rejected = 0
+
+    def take(self, query_step: int, start_step: int, chunk: np.ndarray) -> None:
+        self.pending.append((query_step, start_step, chunk))
+
+    def command(self, step: int) -> np.ndarray:
+        while self.pending and self.pending[0][1] <= step:
+            query, start, chunk = self.pending.pop(0)
+            state = (chunk[0], np.zeros(len(self.names)), np.zeros(len(self.names)))  # robot waits at rest
+            try:
+                self.stitcher.process(Chunk(query * self.dt, self.names, self.dt, chunk), start * self.dt,
+                                      measured=state if self.stitcher.active is None else None)
+            except ChunkError:
+                self.rejected += 1  # the active trajectory continues
+        return self.stitcher.active.sample(np.array([step * self.dt]))[0][0]
+
+
+def _row(method, d, runs, dt, stage="chunks"):
     ms = [seam_metrics(ro, ep.actions, dt) for ro, ep in runs]
     n = np.array([len(ro.seams) for ro, _ in runs], dtype=float)
-    out = {"method": method, "delay_steps": d}
+    out = {"method": method, "stage": stage, "delay_steps": d}
     for k in ("seam_jump_pos", "seam_jump_vel"):
         out[k] = float(np.nansum([m[k] * w for m, w in zip(ms, n)]) / max(n.sum(), 1))
     for k in ("jerk_rms", "tracking_rmse"):
@@ -125,6 +159,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--closed-loop", action="store_true", help="also measure task success in the ALOHA simulator")
     ap.add_argument("--timing-only", action="store_true", help="only measure the plain head's latency")
+    ap.add_argument("--stitcher", action="store_true", help="also run every method through the stitcher")
+    ap.add_argument("--stitcher-limits", default="3,15,150", help="v_max,a_max,j_max of the stitcher")
     add_json_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -157,10 +193,16 @@ def main() -> int:
             rows[-1]["success_rate"] = (float(np.mean([_closed_loop(pol, ep, args, d, args.seed + i)
                                                        for i, ep in enumerate(eval_eps)]))
                                         if args.closed_loop else math.nan)
+            if args.stitcher:
+                limits = tuple(float(x) for x in args.stitcher_limits.split(","))
+                runs = [(rollout(pol, ep, args.horizon, d, args.execution_steps, noise_seed=args.seed + i,
+                                 executor=StitchedExecution(ep.actions.shape[1], dt, limits)), ep)
+                        for i, ep in enumerate(eval_eps)]
+                rows.append({**_row(method, d, runs, dt, stage="stitched"), "success_rate": math.nan})
             print(f"  d={d} {method}: done", file=sys.stderr, flush=True)
     for r in rows:
-        base = next(x for x in rows if x["method"] == "naive" and x["delay_steps"] == r["delay_steps"]) \
-            if "naive" in methods else None
+        base = next(x for x in rows if x["method"] == "naive" and x["delay_steps"] == r["delay_steps"]
+                    and x["stage"] == r["stage"]) if "naive" in methods else None
         r["vel_ratio"] = base["seam_jump_vel"] / r["seam_jump_vel"] if base and r["seam_jump_vel"] > 0 else math.nan
         r["tracking_change"] = r["tracking_rmse"] / base["tracking_rmse"] - 1.0 if base else math.nan
     report(rows, COLUMNS, args.json)

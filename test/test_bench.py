@@ -17,7 +17,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 CASES = {
     "rtc": (["--synthetic", "4", "--synthetic-length", "60", "--train-steps", "2", "--horizon", "16",
              "--execution-steps", "8", "--delays", "0,4", "--max-episodes", "1", "--head", "plain",
-             "--rtc-head", "rtc"],
+             "--rtc-head", "rtc", "--stitcher"],
             {"method", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms"}),
     "stitch": (["--reps", "5", "--warmup", "1", "--dof", "12"],
                {"backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "rms_error", "max_v_ratio",

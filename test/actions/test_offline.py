@@ -76,3 +76,30 @@ def test_closed_loop_observes_the_robot_and_executes_every_step_in_order():
     ro = rollout(_Toy(ep, 0.0), ep, H, delay_steps=1, execution_steps=S, observe=observe, execute=execute)
     assert robot["log"] == list(range(30)) and seen == list(range(0, 30, S))
     assert np.all(np.isfinite(ro.executed))
+
+
+class _Recorder:
+    """An executor that runs each chunk from its takeover step, offset by +10 so its output is recognisable."""
+
+    def __init__(self):
+        self.taken, self.current = [], None
+
+    def take(self, query_step, start_step, chunk):
+        self.taken.append((query_step, start_step))
+        self.pending = (query_step, start_step, chunk)
+
+    def command(self, step):
+        q, start, chunk = self.pending
+        if step >= start:
+            self.current = (q, chunk)
+        q, chunk = self.current
+        return chunk[step - q] + 10.0
+
+
+def test_executor_receives_each_chunk_with_its_takeover_and_decides_the_commands():
+    ep = _episode()
+    rec = _Recorder()
+    ro = rollout(_Toy(ep, 0.0), ep, H, delay_steps=2, execution_steps=S, executor=rec)
+    assert rec.taken == [(0, 0)] + [(q, q + 2) for q in range(4, 30, 4)]
+    np.testing.assert_allclose(ro.executed, ep.actions + 10.0)  # the executor's output is what ran
+    assert ro.seams == (6, 10, 14, 18, 22, 26)  # seams still describe the raw chunks

@@ -22,13 +22,23 @@ from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import RtcError
 from plan_stack.actions.rtc import RtcRequest, align_previous
 
-__all__ = ["Sampler", "Rollout", "rollout", "seam_metrics"]
+__all__ = ["Sampler", "ChunkExecutor", "Rollout", "rollout", "seam_metrics"]
 
 
 class Sampler(Protocol):
     """What `ChunkPolicy.sample` provides."""
 
     def sample(self, state, cond, request=None, generator=None, noise=None): ...
+
+
+class ChunkExecutor(Protocol):
+    """What runs downstream of the chunker (e.g. the stitcher) and decides the executed commands."""
+
+    def take(self, query_step: int, start_step: int, chunk: np.ndarray) -> None:
+        """A chunk sampled at `query_step` that takes over at `start_step`."""
+
+    def command(self, step: int) -> np.ndarray:
+        """The command executed at `step`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +51,15 @@ class Rollout:
 
 def rollout(policy: Sampler, episode: Episode, horizon: int, delay_steps: int, execution_steps: int,
             noise_seed: int = 0, observe: Callable[[int], np.ndarray] | None = None,
-            execute: Callable[[int, np.ndarray], None] | None = None) -> Rollout:
+            execute: Callable[[int, np.ndarray], None] | None = None,
+            executor: ChunkExecutor | None = None) -> Rollout:
     """Execute `episode` chunk by chunk; noise of chunk i is seeded by (noise_seed, i) for every method.
 
     Open loop by default (the state at a query is the demonstration's); closed loop
     when `observe(k)` returns the robot's state at step k and `execute(k, command)`
     applies step k's command (e.g. a simulator). Conditioning is the episode's at k.
+    With `executor` the raw chunks go through it (the stitcher) and the executed
+    commands are its output; RTC still aligns to the previous raw chunk.
     """
     d, s, h = delay_steps, execution_steps, horizon
     if not 0 <= d <= s <= h - d:
@@ -78,7 +91,9 @@ def rollout(policy: Sampler, episode: Episode, horizon: int, delay_steps: int, e
                 schedule[start:stop] = new[start - k: stop - k]
                 schedule[stop:] = new[stop - k - 1]  # hold (overwritten by later chunks)
             prev, prev_q = new, k
-        executed[k] = schedule[k]
+            if executor is not None:
+                executor.take(k, start, new)
+        executed[k] = schedule[k] if executor is None else executor.command(k)
         if execute is not None:
             execute(k, executed[k])
     return Rollout(executed, tuple(seams), tuple(seam_pos), tuple(inf_ms))
