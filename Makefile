@@ -37,8 +37,17 @@ test:
 demo:
 	$(ENV) && python -m plan_stack.embodiments.aloha.demo --out $(CURDIR)/out/demo
 
+# Every benchmark with its default settings; tables on stdout, JSON rows in out/bench.
+# (bench/rtc.py on recorded demonstrations: see docs/actions.md.)
+BENCH_OUT := $(CURDIR)/out/bench
 bench:
-	$(ENV) && for b in bench/*.py; do python $$b; done
+	mkdir -p $(BENCH_OUT)
+	$(ENV) && python bench/stitch.py --json $(BENCH_OUT)/stitch.json
+	$(ENV) && python bench/sim.py --json $(BENCH_OUT)/sim.json
+	$(ENV) && python bench/ingest.py --json $(BENCH_OUT)/ingest.json
+	$(ENV) && python bench/decode.py --json $(BENCH_OUT)/decode.json
+	$(ENV) && python bench/rtc.py --synthetic 20 --train-steps 500 --head $(BENCH_OUT)/heads/plain \
+	    --rtc-head $(BENCH_OUT)/heads/rtc --stitcher --json $(BENCH_OUT)/rtc.json
 
 clean:
 	rm -rf build install log
