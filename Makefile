@@ -29,8 +29,10 @@ build: $(STAMP)
 	$(ENV) --venv-only && flock $(CURDIR)/.build.lock colcon build --parallel-workers $(JOBS) \
 	    --event-handlers console_cohesion- summary- status- --cmake-args $$ROS_WHEELS_CMAKE_ARGS
 
+# DDS/simulator integration tests run on shared 2-core machines: a test that
+# misses a deadline under load gets one rerun (reported as R); a second failure fails.
 test:
-	$(ENV) && python -m pytest $(PYTEST_ARGS)
+	$(ENV) && python -m pytest --reruns 1 $(PYTEST_ARGS)
 
 # Scripted ALOHA expert driving the embedded simulator through the bridge;
 # prints success, writes an MCAP bag and a PNG contact sheet to out/demo.
