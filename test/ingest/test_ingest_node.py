@@ -134,6 +134,10 @@ class Rig:
         self.instruction = self.node.create_publisher(String, "instruction", conventions.LATCHED_QOS)
         self.image = numpy_to_image(np.full((12, 16, 3), 80, np.uint8), "rgb8")
 
+    def connected(self) -> bool:
+        """Every camera and the joint stream has a subscriber (discovery finished)."""
+        return all(p.get_subscription_count() for p in (*self.cams.values(), self.joints))
+
     def frame(self, cam, stamp_s):
         self.image.header.stamp = _time(stamp_s)
         self.cams[cam].publish(self.image)
@@ -177,9 +181,9 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
         rig = Rig(ctx, ["a", "b"])
         col = Collector(rig.node)
         with executor_with(ctx, node, rig.node) as ex:
-            assert spin_until(ex, lambda: all(p.get_subscription_count() for p in rig.cams.values()), 5.0)
-            rig.run(ex, 0.5, ["a", "b"])
-            assert spin_until(ex, lambda: len(col.obs) > 3, 2.0)
+            assert spin_until(ex, rig.connected, 10.0)
+            rig.run(ex, 5.0, ["a", "b"], until=lambda: len(col.obs) > 3)
+            assert len(col.obs) > 3
             assert col.obs[0].instruction == "default"
             rig.instruction.publish(String(data="pick up the cube"))
             deadline = time.time() + 5.0
@@ -204,14 +208,19 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
             assert len(col.obs) == n_silent
             assert col.statuses("camera b", DiagnosticStatus.ERROR)
             err = col.statuses("sync", DiagnosticStatus.ERROR)
-            assert err and "camera" not in err[-1].message and "b timed out" in err[-1].message
+            assert err and all(e.message.startswith("withholding observations: ") for e in err)
+            # a stall of the whole (loaded) test process may time out every stream at some point;
+            # what must be seen is b reported while a is still live
+            timed_out = [e.message.removeprefix("withholding observations: ").removesuffix(" timed out").split(", ")
+                         for e in err]
+            assert any("b" in names and "a" not in names for names in timed_out), timed_out
             mark = len(col.diag)
 
             def recovered():
                 recent = [s for s in col.diag[mark:] if s.name == "ingest: camera b"]
                 return len(col.obs) > n_silent + 5 and recent and recent[-1].level == DiagnosticStatus.OK
 
-            rig.run(ex, 3.0, ["a", "b"], until=recovered)
+            rig.run(ex, 10.0, ["a", "b"], until=recovered)
             assert recovered()
     stamps = [_s(o.header.stamp) for o in col.obs]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
@@ -257,8 +266,7 @@ def test_sim_time_and_a_simulator_reset():
         col = Collector(rig.node)
         clock = rig.node.create_publisher(Clock, "/clock", conventions.RELIABLE_QOS)
         with executor_with(ctx, node, rig.node) as ex:
-            assert spin_until(ex, lambda: all(p.get_subscription_count() for p in rig.cams.values())
-                              and clock.get_subscription_count(), 5.0)
+            assert spin_until(ex, lambda: rig.connected() and clock.get_subscription_count(), 10.0)
 
             def play(start_s, steps, until=None):
                 """Sim time from start_s in 10 ms steps: /clock, joints every step, frames every 3rd."""
@@ -274,11 +282,16 @@ def test_sim_time_and_a_simulator_reset():
                         return
 
             play(500.0, 900, until=lambda: len(col.obs) >= 10)
-            before = len(col.obs)
-            assert before >= 10 and all(_s(o.header.stamp) >= 500.0 for o in col.obs)
-            play(1.0, 900, until=lambda: len(col.obs) >= before + 10)  # simulator reset: time restarts
+            assert len(col.obs) >= 10 and all(_s(o.header.stamp) >= 500.0 for o in col.obs)
+
+            def after_reset():
+                return [o for o in col.obs if _s(o.header.stamp) < 500.0]
+
+            play(1.0, 900, until=lambda: len(after_reset()) >= 10)  # simulator reset: time restarts
             assert spin_until(ex, lambda: col.statuses("sync", DiagnosticStatus.WARN), 2.0)
-    after = col.obs[before:]
+    # sets of the old time still in flight at the reset may arrive, but none after the first new one
+    first_new = next(i for i, o in enumerate(col.obs) if _s(o.header.stamp) < 500.0)
+    after = col.obs[first_new:]
     assert len(after) >= 10 and all(_s(t) < 500.0 for o in after for t in o.source_stamps)
     assert node._sync.resets >= 1
     assert "clock jumped back" in col.statuses("sync", DiagnosticStatus.WARN)[0].message
