@@ -6,8 +6,10 @@ and DoF: median / p99 latency of one `Stitcher.process` call (validation,
 alignment, generation, settle tail, limit check, fallback logic: everything a
 chunk costs), RMS error against the reference, max |v|/|a|/|j| over the
 limit, and the jump at the seam against the execution state. Seeded; the
-first `--warmup` calls (shape set-up, OSQP set-up) are excluded. `min_ms` (the
-fastest call) indicates the uncontended cost on a shared, busy machine.
+first `--warmup` calls (shape set-up, OSQP set-up) are excluded. Every case's
+calls are spread over `--rounds` interleaved rounds, so all rows are measured
+over the same stretch of time on a shared machine whose speed drifts; compare
+rows within one run. `min_ms` (the fastest call) indicates the uncontended cost.
 
 Chunks: per joint a sinusoid (amplitude 0.02-0.3 rad, 0.1-0.6 Hz) plus white
 noise (sigma 3 mrad), dt = 0.02 s, limits v/a/j = 5/20/20. tracking/settle
@@ -62,56 +64,84 @@ def _rms(traj, chunk):
     return float(np.sqrt(np.mean((traj.positions[:n] - chunk.positions[k:k + n]) ** 2)))
 
 
-def run_case(backend, mode, dof, H, reps, warmup, seed, dt=0.02):
-    names = tuple(f"joint_{i}" for i in range(dof))
-    stitching = mode == "tracking+stitching"
-    cfg = StitcherConfig(joint_names=names, backend="ruckig" if backend == "ruckig" else "mpc",
-                         qp_solver="osqp" if backend == "mpc-osqp" else "active_set",
-                         mode="settle" if mode == "settle" else "tracking", dt=dt, v_max=5.0, a_max=20.0, j_max=20.0)
-    st = Stitcher(cfg)
-    rng = np.random.default_rng(seed)
-    times, rms, ratios, seams = [], [], [], []
-    viol = fallbacks = constrained = 0
-    sig = Signal(rng, dof)
-    now = 0.0
-    for i in range(reps + warmup):
-        if stitching and st.active is not None:
-            now = now + 10 * dt + rng.uniform(0, dt)
-            chunk = sig.chunk(rng, names, now - rng.uniform(0, dt), H, dt, rng.uniform(-0.01, 0.01, dof))
-            measured = None
-        else:
-            sig = Signal(rng, dof)
-            st.reset()
-            now = 0.0
-            chunk = sig.chunk(rng, names, now, H, dt)
-            measured = sig.state(now)
-        t0 = time.perf_counter()
-        res = st.process(chunk, now, measured)
-        elapsed = (time.perf_counter() - t0) * 1e3
-        if i < warmup:
-            continue
-        times.append(elapsed)
-        if res.status is StitchStatus.FAILED or not res.report.ok:
-            viol += 1
-            continue
-        fallbacks += res.status is StitchStatus.FALLBACK
-        constrained += res.constrained_joints
-        rep = res.report
-        ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
-        rms.append(_rms(res.trajectory, chunk))
-        seams.append(res.seam_jump)
-    r = np.array(ratios) if ratios else np.full((1, 3), np.nan)
-    s = np.array(seams) if seams else np.full((1, 3), np.nan)
-    return {
-        "backend": backend, "mode": mode, "dof": dof, "horizon": H,
-        "median_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99)),
-        "min_ms": float(np.min(times)),
-        "rms_error": float(np.mean(rms)) if rms else float("nan"),
-        "max_v_ratio": float(r[:, 0].max()), "max_a_ratio": float(r[:, 1].max()), "max_j_ratio": float(r[:, 2].max()),
-        "seam_jump_pos": float(s[:, 0].max()), "seam_jump_vel": float(s[:, 1].max()),
-        "seam_jump_acc": float(s[:, 2].max()), "violations": viol, "fallbacks": fallbacks,
-        "constrained_frac": constrained / max(1, len(times) * dof), "samples": len(times),
-    }
+class Case:
+    """One (backend, mode, dof) cell of the table, run a few calls at a time so that all cells
+    are measured in interleaved rounds over the same stretch of (noisy, shared) machine time."""
+
+    def __init__(self, backend, mode, dof, H, seed, dt=0.02):
+        self.backend, self.mode, self.dof, self.H, self.dt = backend, mode, dof, H, dt
+        self.names = tuple(f"joint_{i}" for i in range(dof))
+        self.stitching = mode == "tracking+stitching"
+        cfg = StitcherConfig(joint_names=self.names, backend="ruckig" if backend == "ruckig" else "mpc",
+                             qp_solver="osqp" if backend == "mpc-osqp" else "active_set",
+                             mode="settle" if mode == "settle" else "tracking", dt=dt, v_max=5.0, a_max=20.0,
+                             j_max=20.0)
+        self.st = Stitcher(cfg)
+        self.st.prepare(H)
+        self.rng = np.random.default_rng(seed)
+        self.sig = Signal(self.rng, dof)
+        self.now = 0.0
+        self.times, self.rms, self.ratios, self.seams = [], [], [], []
+        self.viol = self.fallbacks = self.constrained = 0
+
+    def run(self, calls: int, record: bool = True) -> None:
+        rng, dt, st = self.rng, self.dt, self.st
+        for _ in range(calls):
+            if self.stitching and st.active is not None:
+                self.now += 10 * dt + rng.uniform(0, dt)
+                chunk = self.sig.chunk(rng, self.names, self.now - rng.uniform(0, dt), self.H, dt,
+                                       rng.uniform(-0.01, 0.01, self.dof))
+                measured = None
+            else:
+                self.sig = Signal(rng, self.dof)
+                st.reset()
+                self.now = 0.0
+                chunk = self.sig.chunk(rng, self.names, self.now, self.H, dt)
+                measured = self.sig.state(self.now)
+            t0 = time.perf_counter()
+            res = st.process(chunk, self.now, measured)
+            elapsed = (time.perf_counter() - t0) * 1e3
+            if not record:
+                continue
+            self.times.append(elapsed)
+            if res.status is StitchStatus.FAILED or not res.report.ok:
+                self.viol += 1
+                continue
+            self.fallbacks += res.status is StitchStatus.FALLBACK
+            self.constrained += res.constrained_joints
+            rep = res.report
+            self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
+            self.rms.append(_rms(res.trajectory, chunk))
+            self.seams.append(res.seam_jump)
+
+    def row(self) -> dict:
+        times = self.times
+        r = np.array(self.ratios) if self.ratios else np.full((1, 3), np.nan)
+        s = np.array(self.seams) if self.seams else np.full((1, 3), np.nan)
+        return {
+            "backend": self.backend, "mode": self.mode, "dof": self.dof, "horizon": self.H,
+            "median_ms": float(np.median(times)), "p99_ms": float(np.percentile(times, 99)),
+            "min_ms": float(np.min(times)),
+            "rms_error": float(np.mean(self.rms)) if self.rms else float("nan"),
+            "max_v_ratio": float(r[:, 0].max()), "max_a_ratio": float(r[:, 1].max()),
+            "max_j_ratio": float(r[:, 2].max()),
+            "seam_jump_pos": float(s[:, 0].max()), "seam_jump_vel": float(s[:, 1].max()),
+            "seam_jump_acc": float(s[:, 2].max()), "violations": self.viol, "fallbacks": self.fallbacks,
+            "constrained_frac": self.constrained / max(1, len(times) * self.dof), "samples": len(times),
+        }
+
+
+def run_cases(specs, H, reps, warmup, seed, rounds=10) -> list[dict]:
+    """Warm every case up, then give each `reps` measured calls spread over `rounds` rounds."""
+    cases = [Case(backend, mode, dof, H, seed) for backend, mode, dof in specs]
+    for case in cases:
+        case.run(warmup, record=False)
+    rounds = max(1, min(rounds, reps))
+    for k in range(rounds):
+        n = reps // rounds + (k < reps % rounds)
+        for case in cases:
+            case.run(n)
+    return [case.row() for case in cases]
 
 
 def main(argv=None) -> int:
@@ -127,13 +157,12 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=10,
+                   help="each case's calls are split into this many rounds, interleaved with the other cases")
     add_json_option(p)
     args = p.parse_args(argv)
-    rows = []
-    for dof in args.dof:
-        for backend in args.backends:
-            for mode in args.modes:
-                rows.append(run_case(backend, mode, dof, args.horizon, args.reps, args.warmup, args.seed))
+    specs = [(backend, mode, dof) for dof in args.dof for backend in args.backends for mode in args.modes]
+    rows = run_cases(specs, args.horizon, args.reps, args.warmup, args.seed, args.rounds)
     fmt = {k: ".3f" for k in ("median_ms", "p99_ms", "min_ms", "max_v_ratio", "max_a_ratio", "max_j_ratio",
                               "constrained_frac")}
     fmt.update({"rms_error": ".4f", "seam_jump_pos": ".1e", "seam_jump_vel": ".1e", "seam_jump_acc": ".1e"})

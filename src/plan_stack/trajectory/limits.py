@@ -69,6 +69,24 @@ class Limits:
     def has_position_limits(self) -> bool:
         return bool(np.isfinite(self.q_min).any() or np.isfinite(self.q_max).any())
 
+    @functools.cached_property
+    def inv_v_max(self) -> np.ndarray:
+        return 1.0 / self.v_max
+
+    @functools.cached_property
+    def inv_a_max(self) -> np.ndarray:
+        return 1.0 / self.a_max
+
+    @functools.cached_property
+    def inv_j_max(self) -> np.ndarray:
+        return 1.0 / self.j_max
+
+    @functools.cached_property
+    def q_scale(self) -> float:
+        """Largest finite |position bound| (1 if none): the scale of the position check's tolerance."""
+        finite = np.concatenate([self.q_min, self.q_max])
+        return float(np.abs(finite[np.isfinite(finite)]).max(initial=1.0))
+
     @property
     def dof(self) -> int:
         return int(self.v_max.shape[0])
@@ -109,6 +127,18 @@ class LimitReport:
         return 1.0 - max(self.v_ratio, self.a_ratio, self.j_ratio, self.rate_ratio)
 
 
+_MAX = np.maximum.reduce  # the ufunc reductions themselves: no Python wrapper per call
+_SUM = np.add.reduce
+
+
+def _max(x: np.ndarray) -> float:
+    return float(_MAX(x, axis=None))
+
+
+def _total(x: np.ndarray) -> float:
+    return float(_SUM(x, axis=None))
+
+
 def check_limits(
     dt: float,
     q: np.ndarray,
@@ -119,22 +149,26 @@ def check_limits(
     discrete_rate: np.ndarray | None = None,
     rtol: float = CHECK_RTOL,
 ) -> LimitReport:
-    """Check samples [T, D] (and discrete channels [T, Dd]) against the limits."""
-    if not math.isfinite(q.sum() + v.sum() + a.sum()):  # any NaN/inf makes the sum non-finite
-        return LimitReport(np.inf, np.inf, np.inf, np.inf, np.inf, False)
-    vr = float((np.abs(v) / limits.v_max).max(initial=0.0))
-    ar = float((np.abs(a) / limits.a_max).max(initial=0.0))
-    jr = float((np.abs(np.diff(a, axis=0)) / (dt * limits.j_max)).max(initial=0.0)) if len(a) > 1 else 0.0
-    qv = 0.0
-    q_tol = 0.0
-    if limits.has_position_limits:
-        qv = float(max((limits.q_min - q).max(initial=0.0), (q - limits.q_max).max(initial=0.0), 0.0))
-        finite = np.concatenate([limits.q_min, limits.q_max])
-        q_tol = rtol * float(np.abs(finite[np.isfinite(finite)]).max(initial=1.0))
-    rr = 0.0
+    """Check samples [T, D] (and discrete channels [T, Dd]) against the limits.
+
+    Runs on every emitted trajectory, so it is written as few whole-array
+    reductions (a max propagates NaN, and NaN fails every comparison below).
+    """
+    vr = ar = jr = qv = rr = 0.0
+    if q.size:
+        if not math.isfinite(_total(q)):  # NaN/inf positions (v and a propagate NaN through their max)
+            return LimitReport(np.inf, np.inf, np.inf, np.inf, np.inf, False)
+        vr = _max(np.abs(v) * limits.inv_v_max)
+        ar = _max(np.abs(a) * limits.inv_a_max)
+        if len(a) > 1:
+            jr = _max(np.abs(a[1:] - a[:-1]) * (limits.inv_j_max / dt))
+        if limits.has_position_limits:
+            qv = max(_max(limits.q_min - q), _max(q - limits.q_max), 0.0)
     if discrete_q is not None and discrete_q.size and len(discrete_q) > 1:
-        if not math.isfinite(discrete_q.sum()):
-            return LimitReport(vr, ar, jr, qv, np.inf, False)
-        rr = float((np.abs(np.diff(discrete_q, axis=0)) / (dt * discrete_rate)).max())
-    ok = max(vr, ar, jr, rr) <= 1.0 + rtol and qv <= q_tol
+        rr = _max(np.abs(discrete_q[1:] - discrete_q[:-1]) / (dt * discrete_rate))
+    bound = 1.0 + rtol
+    ok = vr <= bound and ar <= bound and jr <= bound and rr <= bound and qv <= rtol * limits.q_scale
+    if math.isnan(vr + ar + jr + qv + rr):  # NaN samples: report them as infinitely far out
+        vr, ar, jr, qv, rr = (np.inf if math.isnan(x) else x for x in (vr, ar, jr, qv, rr))
     return LimitReport(vr, ar, jr, qv, rr, ok)
+

@@ -80,15 +80,25 @@ class MpcStatus(enum.Enum):
 class MpcResult:
     """Samples [M, D] (row 0 = x0), jerks [M-1, D] and solver bookkeeping."""
 
-    positions: np.ndarray
-    velocities: np.ndarray
-    accelerations: np.ndarray
+    states: np.ndarray  # [3, M, D]: positions, velocities, accelerations
     jerks: np.ndarray
     status: MpcStatus
     constrained_joints: tuple[int, ...]  # joints that needed OSQP
     failed_joints: tuple[int, ...]
     iterations: int  # OSQP ADMM iterations summed over joints
     solve_ms: float
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self.states[0]
+
+    @property
+    def velocities(self) -> np.ndarray:
+        return self.states[1]
+
+    @property
+    def accelerations(self) -> np.ndarray:
+        return self.states[2]
 
 
 def discretisation(dt: float) -> tuple[np.ndarray, np.ndarray]:
@@ -372,9 +382,8 @@ class JointMpc:
         out = np.empty((3, M, D))
         out[:, 0] = x0
         out[:, 1:] = S.reshape(3, N, D)
-        q, v, a = out
         return MpcResult(
-            q, v, a, J,
+            out, J,
             MpcStatus.SOLVER_FAILED if failed else MpcStatus.OK,
             tuple(int(d) for d in bad), tuple(failed), iters, (time.perf_counter() - t0) * 1e3,
         )

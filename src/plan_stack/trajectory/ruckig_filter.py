@@ -33,12 +33,22 @@ class RuckigStatus(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class RuckigResult:
-    positions: np.ndarray  # [T, D]
-    velocities: np.ndarray
-    accelerations: np.ndarray
+    states: np.ndarray  # [3, T, D]: positions, velocities, accelerations
     status: RuckigStatus
     message: str
     solve_ms: float
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self.states[0]
+
+    @property
+    def velocities(self) -> np.ndarray:
+        return self.states[1]
+
+    @property
+    def accelerations(self) -> np.ndarray:
+        return self.states[2]
 
 
 class _Dof:
@@ -48,8 +58,48 @@ class _Dof:
         self.otg = Ruckig(dof)
         self.inp = InputParameter(dof)
         self.inp.synchronization = Synchronization.No  # joints are independent (DESIGN §6)
+        self.inp.target_acceleration = [0.0] * dof  # every target here is reached with a = 0
+        self.interface = self.inp.control_interface
         self.traj = Trajectory(dof)
         self.limits: Limits | None = None  # limits currently loaded into inp
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schedule:
+    """When the chaser recomputes and what it aims at, for one (samples, dt): index
+    arithmetic done once per shape, not per chunk."""
+
+    steps: tuple[int, ...]  # samples followed after each recomputation (sum = M - 1)
+    target: np.ndarray  # reference row each recomputation aims at
+    hi: np.ndarray  # secant rows for the target velocity
+    lo: np.ndarray
+    inv_span: np.ndarray  # [n, 1] 1 / secant duration
+    times: tuple[tuple[float, ...], ...]  # sample times after a recomputation, for each number of samples
+
+    @classmethod
+    def create(cls, M: int, dt: float, stride: int, lookahead: int) -> "_Schedule":
+        starts = list(range(0, M - 1, stride))
+        # Near the end every recomputation would aim at the last sample with the same velocity:
+        # the first of them is followed to the end instead (the rest of a time-optimal profile is
+        # the time-optimal profile from any state on it, so recomputing would only add round-off).
+        last = next((i for i, k in enumerate(starts) if k + lookahead >= M - 1), len(starts) - 1)
+        starts = starts[:last + 1]
+        steps = tuple(b - a for a, b in zip(starts, starts[1:] + [M - 1]))
+        k = np.array(starts)
+        tgt = np.minimum(k + lookahead, M - 1)
+        hi = np.minimum(tgt + 1, M - 1)
+        lo = np.maximum(tgt - lookahead, 0)
+        return cls(steps, tgt, hi, lo, (1.0 / ((hi - lo) * dt))[:, None],
+                   tuple(tuple(i * dt for i in range(1, n + 1)) for n in range(max(steps) + 1)))
+
+
+_OK = (Result.Working, Result.Finished)
+
+
+def _unpack(samples: list[float], D: int) -> np.ndarray:
+    """Flat q, v, a of each sample -> contiguous [3, n, D]."""
+    flat = np.fromiter(samples, float, len(samples))
+    return np.ascontiguousarray(flat.reshape(-1, 3, D).transpose(1, 0, 2))
 
 
 class RuckigFilter:
@@ -64,8 +114,10 @@ class RuckigFilter:
         self.stride = stride
         self.lookahead = lookahead
         self._dofs: dict[int, _Dof] = {}
+        self._schedules: dict[tuple[int, float], _Schedule] = {}
         self._scaled_for: Limits | None = None
         self._scaled_lim: Limits | None = None
+        self._vcap: np.ndarray | None = None
 
     def _get(self, dof: int, limits: Limits, interface=ControlInterface.Position) -> _Dof:
         r = self._dofs.get(dof)
@@ -77,21 +129,29 @@ class RuckigFilter:
             r.inp.max_acceleration = lim.a_max.tolist()
             r.inp.max_jerk = lim.j_max.tolist()
             r.limits = limits
-        r.inp.control_interface = interface
+        if r.interface is not interface:
+            r.inp.control_interface = r.interface = interface
         return r
 
     def _scaled(self, limits: Limits) -> Limits:
         """Limits the generator aims for (shrunk by the margin), cached per Limits object."""
         if self._scaled_for is not limits:
             self._scaled_for, self._scaled_lim = limits, limits.scaled(1.0 - self.limit_margin)
+            self._vcap = self._scaled_lim.v_max * (1.0 - 1e-3)
         return self._scaled_lim
+
+    def _schedule(self, M: int, dt: float) -> _Schedule:
+        s = self._schedules.get((M, dt))
+        if s is None:
+            s = self._schedules[(M, dt)] = _Schedule.create(M, dt, self.stride, self.lookahead)
+        return s
 
     def _calc(self, r: _Dof) -> str | None:
         try:
             res = r.otg.calculate(r.inp, r.traj)
         except RuckigError as exc:
             return str(exc)
-        if res not in (Result.Working, Result.Finished):
+        if res not in _OK:
             return f"ruckig: {res}"
         return None
 
@@ -103,39 +163,34 @@ class RuckigFilter:
             raise TrajectoryError(f"ruckig: shapes x0 {x0.shape}, ref {ref.shape}, limits {limits.dof} do not match")
         r = self._get(D, limits)
         lim = self._scaled(limits)
-        vcap = lim.v_max * (1.0 - 1e-3)
-        # Target positions inside the position box; target velocities by finite differences.
-        tq = np.clip(ref, lim.q_min, lim.q_max) if lim.has_position_limits else ref
-        L = self.lookahead
-        starts = np.arange(0, M - 1, self.stride)
-        tgt = np.minimum(starts + L, M - 1)  # the sample each recomputation aims at
-        hi = np.minimum(tgt + 1, M - 1)
-        lo = np.maximum(tgt - L, 0)
-        tv = np.clip((tq[hi] - tq[lo]) / ((hi - lo)[:, None] * dt), -vcap, vcap)
-        tq_l, tv_l = tq[tgt].tolist(), tv.tolist()
-        zero = [0.0] * D
-        P, V, A = x0[0].tolist(), x0[1].tolist(), x0[2].tolist()  # flat, row after row
-        inp = r.inp
-        inp.current_position, inp.current_velocity, inp.current_acceleration = P, V, A
-        P, V, A = list(P), list(V), list(A)
-        inp.target_acceleration = zero
-        for n, k in enumerate(starts.tolist()):
-            step = min(self.stride, M - 1 - k)
+        plan = self._schedule(M, dt)
+        # Target positions inside the position box; target velocities by secants, inside the limit.
+        tq = np.minimum(np.maximum(ref, lim.q_min), lim.q_max) if lim.has_position_limits else ref
+        vcap = self._vcap
+        tv = np.minimum(np.maximum((tq[plan.hi] - tq[plan.lo]) * plan.inv_span, -vcap), vcap)
+        tq_l, tv_l = tq[plan.target].tolist(), tv.tolist()
+        inp, otg, traj = r.inp, r.otg, r.traj
+        p, v, a = x0.tolist()
+        samples: list[float] = []  # q, v, a of each sample, one after the other (the cheapest fill measured)
+        put = samples.extend
+        put(p), put(v), put(a)
+        for n, step in enumerate(plan.steps):
+            inp.current_position, inp.current_velocity, inp.current_acceleration = p, v, a
             inp.target_position = tq_l[n]
             inp.target_velocity = tv_l[n]
-            err = self._calc(r)
+            try:
+                res = otg.calculate(inp, traj)
+                err = None if res in _OK else f"ruckig: {res}"
+            except RuckigError as exc:
+                err = str(exc)
             if err:
-                return RuckigResult(np.reshape(P, (-1, D)), np.reshape(V, (-1, D)), np.reshape(A, (-1, D)),
-                                    RuckigStatus.FAILED, err, (time.perf_counter() - t0) * 1e3)
-            at_time = r.traj.at_time
-            for i in range(1, step + 1):
-                p, v, a = at_time(i * dt)
-                P.extend(p)
-                V.extend(v)
-                A.extend(a)
-            inp.current_position, inp.current_velocity, inp.current_acceleration = p, v, a
-        out = np.stack([np.fromiter(x, float, M * D) for x in (P, V, A)]).reshape(3, M, D)
-        return RuckigResult(out[0], out[1], out[2], RuckigStatus.OK, "", (time.perf_counter() - t0) * 1e3)
+                return RuckigResult(_unpack(samples, D), RuckigStatus.FAILED, err, (time.perf_counter() - t0) * 1e3)
+            at_time = traj.at_time
+            for t in plan.times[step]:
+                p, v, a = at_time(t)
+                put(p), put(v), put(a)
+        out = _unpack(samples, D)
+        return RuckigResult(out, RuckigStatus.OK, "", (time.perf_counter() - t0) * 1e3)
 
     def to_rest(self, x0: np.ndarray, target: np.ndarray | None, dt: float, limits: Limits,
                 max_steps: int) -> RuckigResult:
@@ -154,12 +209,9 @@ class RuckigFilter:
             lim = self._scaled(limits)
             inp.target_position = np.clip(target, lim.q_min, lim.q_max).tolist()
         inp.target_velocity = zero
-        inp.target_acceleration = zero
-        inp.minimum_duration = None
         err = self._calc(r)
         if err:
-            empty = np.empty((0, D))
-            return RuckigResult(empty, empty, empty, RuckigStatus.FAILED, err, (time.perf_counter() - t0) * 1e3)
+            return RuckigResult(np.empty((3, 0, D)), RuckigStatus.FAILED, err, (time.perf_counter() - t0) * 1e3)
         duration = r.traj.duration
         n = int(np.ceil(duration / dt - 1e-9))
         status, msg = RuckigStatus.OK, ""
@@ -167,9 +219,13 @@ class RuckigFilter:
             n, status = max_steps, RuckigStatus.NOT_AT_REST
             msg = f"needs {duration:.3f} s to stop, budget {max_steps * dt:.3f} s"
         at_time = r.traj.at_time
-        rows = [at_time(min((i + 1) * dt, duration)) for i in range(n)]
-        out = np.array(rows, dtype=float).transpose(1, 0, 2) if n else np.empty((3, 0, D))
+        samples: list[float] = []
+        put = samples.extend
+        for i in range(n):
+            p, v, a = at_time(min((i + 1) * dt, duration))
+            put(p), put(v), put(a)
+        out = _unpack(samples, D)
         if n and status is RuckigStatus.OK:
             out[1, -1] = 0.0  # at_time(duration) is at rest up to round-off
             out[2, -1] = 0.0
-        return RuckigResult(out[0], out[1], out[2], status, msg, (time.perf_counter() - t0) * 1e3)
+        return RuckigResult(out, status, msg, (time.perf_counter() - t0) * 1e3)

@@ -102,6 +102,10 @@ class Trajectory:
         P, V, A = self.positions, self.velocities, self.accelerations
         n_seg = len(P) - 1
         u = (times - self.t0_s) / self.dt_s
+        k = np.rint(u)
+        if np.all((np.abs(u - k) <= _TIME_EPS) & (k >= 0) & (k <= n_seg)):  # all on the grid: stored samples
+            k = k.astype(int)
+            return P[k], V[k], A[k]
         q = np.empty((len(times), P.shape[1]))
         v = np.empty_like(q)
         a = np.empty_like(q)
@@ -188,6 +192,9 @@ class Stitcher:
         self.limits, self.discrete_rate = limits_from_config(cfg)
         self._cidx = np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int)
         self._didx = np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int)
+        # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
+        all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
+        self._c = slice(None) if all_joints else self._cidx
         weights = MpcWeights(cfg.w_tracking, cfg.w_velocity, cfg.w_acceleration, cfg.w_jerk, cfg.w_terminal,
                              cfg.w_stop_velocity, cfg.w_stop_acceleration)
         self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver)
@@ -220,7 +227,9 @@ class Stitcher:
             raise ChunkError("dt", f"sample period must be finite and > 0, got {chunk.dt_s!r}")
         if not math.isfinite(chunk.stamp_s):
             raise ChunkError("non_finite", f"stamp is {chunk.stamp_s!r}")
-        if len(chunk.joint_names) != len(cfg.joint_names) or set(chunk.joint_names) != set(cfg.joint_names):
+        same_order = chunk.joint_names == cfg.joint_names
+        if not same_order and (len(chunk.joint_names) != len(cfg.joint_names)
+                               or set(chunk.joint_names) != set(cfg.joint_names)):
             missing = sorted(set(cfg.joint_names) - set(chunk.joint_names))
             extra = sorted(set(chunk.joint_names) - set(cfg.joint_names))
             raise ChunkError("joint_names", f"expected {len(cfg.joint_names)} joints {list(cfg.joint_names)}; "
@@ -228,12 +237,12 @@ class Stitcher:
         P = np.asarray(chunk.positions, dtype=float)
         if P.ndim != 2 or P.shape[1] != len(cfg.joint_names):
             raise ChunkError("shape", f"positions have shape {P.shape}")
-        if not np.all(np.isfinite(P)):
+        if not math.isfinite(float(np.add.reduce(P, axis=None))) and not np.isfinite(P).all():
             bad = sorted({chunk.joint_names[j] for j in np.argwhere(~np.isfinite(P))[:, 1]})
             raise ChunkError("non_finite", f"NaN/inf positions for {bad}")
         if len(P) <= cfg.stitch_len:
             raise ChunkError("horizon", f"horizon {len(P)} is not longer than stitch_len {cfg.stitch_len}")
-        if chunk.joint_names == cfg.joint_names:
+        if same_order:
             return P
         order = [chunk.joint_names.index(j) for j in cfg.joint_names]
         return P[:, order]
@@ -278,6 +287,13 @@ class Stitcher:
         k0 = round(offset)
         if chunk.dt_s == dt and abs(offset - k0) <= _TIME_EPS:  # grids coincide: no interpolation
             ref = R[k0:k0 + n_out]
+        elif chunk.dt_s == dt:  # same period, shifted grid: one interpolation weight for every row
+            i0 = math.floor(offset + _TIME_EPS)
+            frac = min(max(offset - i0, 0.0), 1.0)
+            nxt = R[i0 + 1:i0 + 1 + n_out]
+            if len(nxt) < n_out:  # the last row interpolates toward the chunk's end, which it reaches
+                nxt = np.concatenate([nxt, R[-1:]])
+            ref = R[i0:i0 + n_out] * (1 - frac) + nxt * frac
         else:
             idx = offset + np.arange(n_out) * (dt / chunk.dt_s)
             lo = np.clip(np.floor(idx + _TIME_EPS).astype(int), 0, H - 1)
@@ -287,18 +303,14 @@ class Stitcher:
 
         if use_active:
             bq, bv, ba = act.sample(t_start + dt * np.arange(S))
-            exec_state = (bq[0], bv[0], ba[0])
+            exec_state = np.array([bq[0], bv[0], ba[0]])
+            x_end = np.array([bq[-1], bv[-1], ba[-1]])
         else:
-            mq, mv, ma = (np.asarray(x, dtype=float).reshape(-1) for x in measured)
-            if not (mq.shape == mv.shape == ma.shape == (len(cfg.joint_names),)):
-                raise TrajectoryError(f"measured state: expected {len(cfg.joint_names)} values per row")
-            if not np.isfinite(mq.sum() + mv.sum() + ma.sum()):
-                raise ChunkError("no_state", "measured robot state has NaN/inf")
-            bq, bv, ba = mq[None], mv[None], ma[None]
-            exec_state = (mq, mv, ma)
+            exec_state = x_end = self._measured(measured)
+            bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
 
-        c = self._cidx
-        x0 = np.vstack([bq[-1, c], bv[-1, c], ba[-1, c]])
+        c = self._c
+        x0 = x_end[:, c]
         ref_c = ref[S - 1:, c]
         settle = cfg.mode == "settle"
         messages: list[str] = []
@@ -314,61 +326,73 @@ class Stitcher:
                 messages.append(f"{gen}: {msg}")
             traj = self._assemble(t_start, bq, bv, ba, out, ref, S, settle and gen != "brake")
             rep = check_limits(dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
-                               self.limits, traj.positions[:, self._didx], self.discrete_rate)
+                               self.limits, traj.positions[:, self._didx] if len(self._didx) else None,
+                               self.discrete_rate)
             if rep.ok:
                 self._active = traj
-                # Discrete channels join in position only (their v is a finite difference, a is 0).
-                jump = (float(np.max(np.abs(traj.positions[0] - exec_state[0]), initial=0.0)),
-                        float(np.max(np.abs(traj.velocities[0, c] - exec_state[1][c]), initial=0.0)),
-                        float(np.max(np.abs(traj.accelerations[0, c] - exec_state[2][c]), initial=0.0)))
                 return StitchResult(
                     traj, StitchStatus.OK if attempt == 0 else StitchStatus.FALLBACK, gen,
-                    (time.perf_counter() - t_begin) * 1e3, rep, trimmed, S, constrained, jump, tuple(messages))
+                    (time.perf_counter() - t_begin) * 1e3, rep, trimmed, S, constrained,
+                    self._seam_jump(traj, exec_state), tuple(messages))
             messages.append(f"{gen}: limit check failed (v {rep.v_ratio:.4f}, a {rep.a_ratio:.4f}, "
                             f"j {rep.j_ratio:.4f}, q out by {rep.q_violation:.2e}, rate {rep.rate_ratio:.4f})")
         return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, trimmed, S,
                             constrained, (0.0, 0.0, 0.0), tuple(messages))
 
+    def _measured(self, measured) -> np.ndarray:
+        """The measured (q, v, a) as one [3, D] array; raises on a wrong shape or NaN/inf."""
+        D = len(self.cfg.joint_names)
+        try:
+            m = np.asarray(measured, dtype=float).reshape(3, D)
+        except ValueError:
+            raise TrajectoryError(f"measured state: expected (q, v, a) with {D} values each") from None
+        if not math.isfinite(float(np.add.reduce(m, axis=None))):
+            raise ChunkError("no_state", "measured robot state has NaN/inf")
+        return m
+
+    def _seam_jump(self, traj: Trajectory, exec_state: np.ndarray) -> tuple[float, float, float]:
+        """Max |Δq|, |Δv|, |Δa| of sample 0 against the execution state. Discrete channels join
+        in position only (their v is a finite difference, their a is 0)."""
+        c = self._c
+        diff = np.abs(np.array([traj.positions[0], traj.velocities[0], traj.accelerations[0]]) - exec_state)
+        if isinstance(c, slice):
+            return tuple(np.maximum.reduce(diff, axis=1).tolist())
+        return (float(diff[0].max(initial=0.0)), float(diff[1, c].max(initial=0.0)),
+                float(diff[2, c].max(initial=0.0)))
+
     # --- generators -------------------------------------------------------------------
 
     def _generate(self, gen: str, x0: np.ndarray, ref_c: np.ndarray, settle: bool):
-        """Continuous-joint samples (q, v, a) [T, Dc] starting with x0, or (None, why, n)."""
+        """Continuous-joint samples [3 (q, v, a), T, Dc] starting with x0, or (None, why, n)."""
         dt = self.cfg.dt
         n_con = 0
         if x0.shape[1] == 0:  # only discrete joints
-            z = np.zeros((len(ref_c), 0))
-            return (z, z, z), "", 0
+            return np.zeros((3, len(ref_c), 0)), "", 0
         if gen == "mpc":
             r = self._mpc.solve(x0, ref_c, dt, self.limits, settle)
             n_con = len(r.constrained_joints)
             if r.status is not MpcStatus.OK:
                 return None, (f"QP ({self.cfg.qp_solver}) infeasible or not solved for continuous joints "
                               f"{list(r.failed_joints)}"), n_con
-            q, v, a = r.positions, r.velocities, r.accelerations
         elif gen == "ruckig":
             r = self._ruckig.track(x0, ref_c, dt, self.limits)
             if r.status is not RuckigStatus.OK:
                 return None, r.message, 0
-            q, v, a = r.positions, r.velocities, r.accelerations
         else:  # brake: jerk-limited stop from the start state, reference ignored
             r = self._ruckig.to_rest(x0, None, dt, self.limits, max_steps=max(1, round(self.cfg.settle_max_s / dt)))
             if r.status is RuckigStatus.FAILED:
                 return None, r.message, 0
-            q, v, a = (np.vstack([x0[i:i + 1], part]) for i, part in enumerate(
-                (r.positions, r.velocities, r.accelerations)))
-            return (q, v, a), r.message, 0
-        msg = ""
+            return np.concatenate([x0[:, None], r.states], axis=1), r.message, 0
+        X, msg = r.states, ""
         if settle:
-            tail = self._ruckig.to_rest(np.vstack([q[-1], v[-1], a[-1]]), ref_c[-1], dt, self.limits,
+            tail = self._ruckig.to_rest(X[:, -1], ref_c[-1], dt, self.limits,
                                         max_steps=max(1, round(self.cfg.settle_max_s / dt)))
             if tail.status is RuckigStatus.FAILED:
                 return None, f"settle tail: {tail.message}", n_con
             if tail.status is RuckigStatus.NOT_AT_REST:
                 msg = f"settle tail {tail.message}"
-            q = np.vstack([q, tail.positions])
-            v = np.vstack([v, tail.velocities])
-            a = np.vstack([a, tail.accelerations])
-        return (q, v, a), msg, n_con
+            X = np.concatenate([X, tail.states], axis=1)
+        return X, msg, n_con
 
     def _assemble(self, t_start, bq, bv, ba, cont, ref, S, settle: bool = False) -> Trajectory:
         """Bridge rows + generated continuous rows + rate-limited discrete rows.
@@ -379,7 +403,7 @@ class Stitcher:
         """
         cfg = self.cfg
         q_c, v_c, a_c = cont
-        c, d = self._cidx, self._didx
+        c, d = self._c, self._didx
         n_c = len(q_c)
         T = S - 1 + n_c
         if not len(d) and S == 1:  # the common case: nothing to copy or rate-limit
