@@ -19,8 +19,12 @@ samples and 0-1 sample of extra delay, with the policy's prediction shifted
 by up to 1 cm (chunk-to-chunk disagreement). All joints are continuous.
 Backends: `mpc` (closed form; exact dual active set for joints where a bound
 binds), `mpc-osqp` (OSQP there, warm-started, finished by the active-set
-method), `ruckig`. `constrained_frac` is the share of joint-solves in which a
-bound was active.
+method), `ruckig` (the chaser, recomputed every `ruckig_stride` samples) and
+`ruckig-per-sample`, the public reference's design rebuilt on our stitcher
+(one Ruckig update per chunk sample: stride 1, lookahead 1), so that the
+speed-up over it is measured in the same run on the same machine:
+`x_per_sample` = its median / this row's median (same mode and DoF).
+`constrained_frac` is the share of joint-solves in which a bound was active.
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from report import add_json_option, report  # bench/report.py: shared table + JS
 
 COLUMNS = ["backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "min_ms", "rms_error", "max_v_ratio",
            "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "violations", "fallbacks",
-           "constrained_frac", "samples"]
+           "constrained_frac", "x_per_sample", "samples"]
 
 
 class Signal:
@@ -72,10 +76,11 @@ class Case:
         self.backend, self.mode, self.dof, self.H, self.dt = backend, mode, dof, H, dt
         self.names = tuple(f"joint_{i}" for i in range(dof))
         self.stitching = mode == "tracking+stitching"
-        cfg = StitcherConfig(joint_names=self.names, backend="ruckig" if backend == "ruckig" else "mpc",
+        per_sample = backend == "ruckig-per-sample"  # the public design: one update per waypoint
+        cfg = StitcherConfig(joint_names=self.names, backend="ruckig" if backend.startswith("ruckig") else "mpc",
                              qp_solver="osqp" if backend == "mpc-osqp" else "active_set",
                              mode="settle" if mode == "settle" else "tracking", dt=dt, v_max=5.0, a_max=20.0,
-                             j_max=20.0)
+                             j_max=20.0, **(dict(ruckig_stride=1, ruckig_lookahead=1) if per_sample else {}))
         self.st = Stitcher(cfg)
         self.st.prepare(H)
         self.rng = np.random.default_rng(seed)
@@ -148,10 +153,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dof", type=int, nargs="+", default=[12, 14])
     p.add_argument("--horizon", type=int, default=50)
-    p.add_argument("--backends", nargs="+", default=["mpc", "mpc-osqp", "ruckig"],
-                   choices=["mpc", "mpc-osqp", "ruckig"],
+    p.add_argument("--backends", nargs="+", default=["mpc", "mpc-osqp", "ruckig", "ruckig-per-sample"],
+                   choices=["mpc", "mpc-osqp", "ruckig", "ruckig-per-sample"],
                    help="mpc: closed form + exact active set where bounds bind; mpc-osqp: OSQP there instead "
-                        "(finished by the active-set method); ruckig: jerk-limited chaser")
+                        "(finished by the active-set method); ruckig: jerk-limited chaser; ruckig-per-sample: "
+                        "one Ruckig update per sample (the public reference's design, for the x_per_sample ratio)")
     p.add_argument("--modes", nargs="+", default=["tracking", "settle", "tracking+stitching"],
                    choices=["tracking", "settle", "tracking+stitching"])
     p.add_argument("--reps", type=int, default=200)
@@ -163,8 +169,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     specs = [(backend, mode, dof) for dof in args.dof for backend in args.backends for mode in args.modes]
     rows = run_cases(specs, args.horizon, args.reps, args.warmup, args.seed, args.rounds)
+    baseline = {(r["mode"], r["dof"]): r["median_ms"] for r in rows if r["backend"] == "ruckig-per-sample"}
+    for r in rows:
+        r["x_per_sample"] = baseline.get((r["mode"], r["dof"]), float("nan")) / r["median_ms"]
     fmt = {k: ".3f" for k in ("median_ms", "p99_ms", "min_ms", "max_v_ratio", "max_a_ratio", "max_j_ratio",
                               "constrained_frac")}
+    fmt["x_per_sample"] = ".2f"
     fmt.update({"rms_error": ".4f", "seam_jump_pos": ".1e", "seam_jump_vel": ".1e", "seam_jump_acc": ".1e"})
     report(rows, COLUMNS[:-1], args.json, fmt)
     return 0 if all(r["violations"] == 0 for r in rows) else 1

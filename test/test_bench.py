@@ -21,7 +21,7 @@ CASES = {
             {"method", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms"}),
     "stitch": (["--reps", "5", "--warmup", "1", "--dof", "12"],
                {"backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "rms_error", "max_v_ratio",
-                "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc"}),
+                "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "x_per_sample"}),
     "sim": (["--seconds", "0.05"], {"sim", "cameras", "width", "height", "steps_per_s", "sets_per_s"}),
     "ingest": (["--duration", "1.5", "--warmup", "0.3", "--methods", "sync,naive", "--transports", "default"],
                {"method", "sets_per_s", "matched_fraction", "latency_p50_ms", "latency_p99_ms", "e2e_p50_ms",

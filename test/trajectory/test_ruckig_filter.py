@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from plan_stack.trajectory.limits import Limits, TrajectoryError, check_limits
-from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
+from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus, _Schedule
 
 DT = 0.02
 
@@ -32,6 +32,18 @@ def test_tracking_follows_a_slow_reference():
     r = RuckigFilter().track(x0, ref, DT, Limits.create(D, 2.0, 10.0, 100.0))
     err = r.positions - ref
     assert np.max(np.abs(err)) < 0.015 and np.sqrt(np.mean(err**2)) < 0.01
+
+
+def test_schedule_covers_every_sample_and_never_aims_twice_at_one_target():
+    # Recomputing toward an unchanged target would only repeat the profile being followed.
+    for M in range(2, 80):
+        for stride, lookahead in [(1, 1), (5, 10), (5, 5), (7, 12), (10, 10)]:
+            s = _Schedule.create(M, DT, stride, lookahead)
+            assert sum(s.steps) == M - 1 and all(n >= 1 for n in s.steps)
+            assert np.all(np.diff(s.target) > 0) and s.target[-1] == M - 1
+            starts = np.cumsum((0,) + s.steps[:-1])
+            assert np.all(s.target >= starts + np.array(s.steps))  # never follows past its target
+            assert len(s.times) > max(s.steps)
 
 
 @pytest.mark.parametrize("target", [np.array([0.3, -0.2]), None])
