@@ -27,6 +27,7 @@ import numpy as np
 
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import DatasetError
+from plan_stack.embodiments.recording import read_bag
 
 __all__ = ["COND_WIDTH", "text_features", "plan_tokens", "load_demo_dir", "load_episode"]
 
@@ -74,20 +75,14 @@ def plan_tokens(keyframe: dict, instruction: str, width: int, height: int) -> np
 
 
 def _read_joint_topics(bag_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
-    from rosbags.highlevel import AnyReader
-    from rosbags.typesys import Stores, get_typestore
-
-    out: dict[str, tuple[list, list, list[str]]] = {"/action": ([], [], []), "/joint_states": ([], [], [])}
-    with AnyReader([Path(bag_dir)], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
-        conns = [c for c in reader.connections if c.topic in out]
-        for conn, _, raw in reader.messages(connections=conns):
-            msg = reader.deserialize(raw, conn.msgtype)
-            stamps, rows, names = out[conn.topic]
-            stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
-            rows.append(np.asarray(msg.position, dtype=float))
-            if not names:
-                names.extend(msg.name)
-    return {k: (np.asarray(s), np.asarray(r), n) for k, (s, r, n) in out.items()}
+    out = {}
+    msgs = read_bag(bag_dir, topics=("/action", "/joint_states"))
+    for topic in ("/action", "/joint_states"):
+        rows = [msg for _, msg in msgs.get(topic, [])]
+        out[topic] = (np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in rows]),
+                      np.array([np.asarray(m.position, dtype=float) for m in rows]),
+                      list(rows[0].name) if rows else [])
+    return out
 
 
 def load_episode(annotation_path: str) -> Episode:

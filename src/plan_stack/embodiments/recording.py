@@ -1,5 +1,5 @@
-"""Shared demonstration recording, without ROS: the rosbag2 (MCAP) writer and the pieces every
-embodiment's recorder (`aloha.recording`, `franka.recording`, `drive.recording`) uses the same way.
+"""Shared demonstration recording, without ROS: the rosbag2 (MCAP) writer and reader, and the pieces
+every embodiment's recorder (`aloha.recording`, `franka.recording`, `drive.recording`) uses the same way.
 
 Messages are built and CDR-serialised with the `rosbags` library (Kilted type store), so the bags
 play with `ros2 bag play` on a real install and read back with `rosbags` anywhere. Bag time is sim
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BagWriter", "RecordOptions", "check_image_size", "new_bag_path", "every_steps"]
+__all__ = ["BagWriter", "RecordOptions", "check_image_size", "new_bag_path", "every_steps", "read_bag"]
 
 
 def check_image_size(width: int, height: int) -> None:
@@ -57,6 +57,23 @@ def every_steps(dt_s: float, *, rate_hz: float | None = None, period_s: float | 
     fixed-step loop."""
     n = 1.0 / (rate_hz * dt_s) if rate_hz is not None else period_s / dt_s
     return max(1, int(round(n)))
+
+
+def read_bag(path: str | os.PathLike, topics=None) -> dict[str, list[tuple[float, object]]]:
+    """Messages of a bag folder by topic, as (bag time in s, deserialised message) in time order.
+
+    `topics` limits what is deserialised (all topics when None). Messages come back as `rosbags`
+    objects with the ROS field names.
+    """
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    out: dict[str, list[tuple[float, object]]] = {}
+    with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        conns = [c for c in reader.connections if topics is None or c.topic in topics]
+        for conn, t_ns, raw in reader.messages(connections=conns):
+            out.setdefault(conn.topic, []).append((t_ns * 1e-9, reader.deserialize(raw, conn.msgtype)))
+    return out
 
 
 class BagWriter:

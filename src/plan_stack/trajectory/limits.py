@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-__all__ = ["TrajectoryError", "Limits", "LimitReport", "check_limits", "CHECK_RTOL"]
+__all__ = ["TrajectoryError", "Limits", "LimitReport", "SampledStates", "check_limits", "CHECK_RTOL"]
 
 #: Relative slack of the final check: covers floating-point round-off only.
 CHECK_RTOL = 1e-9
@@ -26,6 +26,25 @@ CHECK_RTOL = 1e-9
 
 class TrajectoryError(ValueError):
     """Base error of the trajectory library (bad limits, bad shapes, bad chunks)."""
+
+
+class SampledStates:
+    """Mixin for generator results that keep their samples as one `states` array [3, T, D]
+    (positions, velocities, accelerations: one allocation, concatenated in one call)."""
+
+    states: np.ndarray
+
+    @property
+    def positions(self) -> np.ndarray:
+        return self.states[0]
+
+    @property
+    def velocities(self) -> np.ndarray:
+        return self.states[1]
+
+    @property
+    def accelerations(self) -> np.ndarray:
+        return self.states[2]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,7 +45,7 @@ import osqp
 from osqp import SolverStatus
 
 from plan_stack.trajectory.active_set import QpStatus, dual_active_set
-from plan_stack.trajectory.limits import Limits, TrajectoryError
+from plan_stack.trajectory.limits import Limits, SampledStates, TrajectoryError
 
 __all__ = ["MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed", "brake_coefficient"]
 
@@ -77,7 +77,7 @@ class MpcStatus(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class MpcResult:
+class MpcResult(SampledStates):
     """Samples [M, D] (row 0 = x0), jerks [M-1, D] and solver bookkeeping."""
 
     states: np.ndarray  # [3, M, D]: positions, velocities, accelerations
@@ -87,18 +87,6 @@ class MpcResult:
     failed_joints: tuple[int, ...]
     iterations: int  # OSQP ADMM iterations summed over joints
     solve_ms: float
-
-    @property
-    def positions(self) -> np.ndarray:
-        return self.states[0]
-
-    @property
-    def velocities(self) -> np.ndarray:
-        return self.states[1]
-
-    @property
-    def accelerations(self) -> np.ndarray:
-        return self.states[2]
 
 
 def discretisation(dt: float) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ import time
 import numpy as np
 from ruckig import ControlInterface, InputParameter, Result, Ruckig, RuckigError, Synchronization, Trajectory
 
-from plan_stack.trajectory.limits import Limits, TrajectoryError
+from plan_stack.trajectory.limits import Limits, SampledStates, TrajectoryError
 
 __all__ = ["RuckigStatus", "RuckigResult", "RuckigFilter"]
 
@@ -32,23 +32,11 @@ class RuckigStatus(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
-class RuckigResult:
+class RuckigResult(SampledStates):
     states: np.ndarray  # [3, T, D]: positions, velocities, accelerations
     status: RuckigStatus
     message: str
     solve_ms: float
-
-    @property
-    def positions(self) -> np.ndarray:
-        return self.states[0]
-
-    @property
-    def velocities(self) -> np.ndarray:
-        return self.states[1]
-
-    @property
-    def accelerations(self) -> np.ndarray:
-        return self.states[2]
 
 
 class _Dof:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from plan_stack.embodiments.drive.recording import FORMAT, DriveRecordOptions, ego_waypoints, record_episode
+from plan_stack.embodiments.recording import read_bag
 
 
 @pytest.fixture(scope="module")
@@ -16,18 +17,6 @@ def episode(tmp_path_factory):
     ann = record_episode(1, out, DriveRecordOptions(width=96, height=72, duration_s=6.0, camera_rate_hz=2.0,
                                                     keyframe_period_s=1.0))
     return out, ann
-
-
-def _read(bag_dir):
-    from rosbags.rosbag2 import Reader
-    from rosbags.typesys import Stores, get_typestore
-
-    ts = get_typestore(Stores.ROS2_KILTED)
-    msgs: dict[str, list] = {}
-    with Reader(bag_dir) as reader:
-        for conn, t, raw in reader.messages():
-            msgs.setdefault(conn.topic, []).append((t * 1e-9, ts.deserialize_cdr(raw, conn.msgtype)))
-    return msgs
 
 
 def test_ego_waypoints_are_uniform_in_time_in_the_ego_frame():
@@ -40,7 +29,7 @@ def test_ego_waypoints_are_uniform_in_time_in_the_ego_frame():
 def test_bag_and_annotation(episode):
     out, ann = episode
     assert ann["format"] == FORMAT and ann["success"] and len(ann["keyframes"]) == 7
-    msgs = _read(out / "drive_0001")
+    msgs = read_bag(out / "drive_0001")
     for topic in ("/odom", "/cameras/front/image_raw", "/cameras/front/camera_info", "/instruction",
                   "/ground_truth/obstacles"):
         assert msgs.get(topic), topic

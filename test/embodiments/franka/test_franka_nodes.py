@@ -13,7 +13,6 @@ pytestmark = pytest.mark.ros
 
 rclpy = pytest.importorskip("rclpy")
 
-from builtin_interfaces.msg import Duration  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
@@ -21,12 +20,13 @@ from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
-from trajectory_msgs.msg import JointTrajectoryPoint  # noqa: E402
 
 from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.embodiments.franka.bridge_node import FrankaBridgeNode  # noqa: E402
 from plan_stack.embodiments.franka.model import READY_POSE  # noqa: E402
 from plan_stack.embodiments.franka.sim_node import FrankaSimNode  # noqa: E402
+from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
+from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
 from plan_stack.ros.conventions import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS, WARN  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402
@@ -75,17 +75,8 @@ class Probe(Node):
 
 
 def make_goal(times, positions, velocities=None, accelerations=None, names=NAMES) -> ExecuteTrajectory.Goal:
-    goal = ExecuteTrajectory.Goal()
-    goal.trajectory.joint_names = list(names)
-    for i, t in enumerate(times):
-        p = JointTrajectoryPoint(time_from_start=Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9))))
-        p.positions = [float(x) for x in positions[i]]
-        if velocities is not None:
-            p.velocities = [float(x) for x in velocities[i]]
-        if accelerations is not None:
-            p.accelerations = [float(x) for x in accelerations[i]]
-        goal.trajectory.points.append(p)
-    return goal
+    traj = Trajectory(tuple(names), 0.0, times, positions, velocities, accelerations)
+    return ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
 
 
 def rest_goal(target, duration):

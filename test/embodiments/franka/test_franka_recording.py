@@ -8,7 +8,7 @@ import pytest
 
 from plan_stack.embodiments.camera import CameraModel, project_points, world_to_camera
 from plan_stack.embodiments.franka.recording import FORMAT, record_episode
-from plan_stack.embodiments.recording import RecordOptions
+from plan_stack.embodiments.recording import RecordOptions, read_bag
 
 
 @pytest.fixture(scope="module")
@@ -19,22 +19,10 @@ def episode(tmp_path_factory):
     return out, ann
 
 
-def _read(bag_dir):
-    from rosbags.rosbag2 import Reader
-    from rosbags.typesys import Stores, get_typestore
-
-    ts = get_typestore(Stores.ROS2_KILTED)
-    msgs: dict[str, list] = {}
-    with Reader(bag_dir) as reader:
-        for conn, t, raw in reader.messages():
-            msgs.setdefault(conn.topic, []).append((t * 1e-9, ts.deserialize_cdr(raw, conn.msgtype)))
-    return msgs
-
-
 def test_bag_and_annotation(episode):
     out, ann = episode
     assert ann["format"] == FORMAT and ann["success"] and json.loads((out / "pick_place_0002.json").read_text()) == ann
-    msgs = _read(out / "pick_place_0002")
+    msgs = read_bag(out / "pick_place_0002")
     for topic in ("/joint_states", "/action", "/cameras/external/image_raw", "/cameras/wrist/camera_info",
                   "/ground_truth/cube/pose", "/ground_truth/success", "/instruction", "/subtask"):
         assert msgs.get(topic), topic
