@@ -47,7 +47,6 @@ class _Dof:
         self.inp = InputParameter(dof)
         self.inp.synchronization = Synchronization.No  # joints are independent (DESIGN §6)
         self.inp.target_acceleration = [0.0] * dof  # every target here is reached with a = 0
-        self.interface = self.inp.control_interface
         self.traj = Trajectory(dof)
         self.limits: Limits | None = None  # limits currently loaded into inp
 
@@ -117,8 +116,8 @@ class RuckigFilter:
             r.inp.max_acceleration = lim.a_max.tolist()
             r.inp.max_jerk = lim.j_max.tolist()
             r.limits = limits
-        if r.interface is not interface:
-            r.inp.control_interface = r.interface = interface
+        if r.inp.control_interface is not interface:
+            r.inp.control_interface = interface
         return r
 
     def _scaled(self, limits: Limits) -> Limits:
@@ -157,7 +156,7 @@ class RuckigFilter:
         vcap = self._vcap
         tv = np.minimum(np.maximum((tq[plan.hi] - tq[plan.lo]) * plan.inv_span, -vcap), vcap)
         tq_l, tv_l = tq[plan.target].tolist(), tv.tolist()
-        inp, otg, traj = r.inp, r.otg, r.traj
+        inp, traj = r.inp, r.traj
         p, v, a = x0.tolist()
         samples: list[float] = []  # q, v, a of each sample, one after the other (the cheapest fill measured)
         put = samples.extend
@@ -166,11 +165,7 @@ class RuckigFilter:
             inp.current_position, inp.current_velocity, inp.current_acceleration = p, v, a
             inp.target_position = tq_l[n]
             inp.target_velocity = tv_l[n]
-            try:
-                res = otg.calculate(inp, traj)
-                err = None if res in _OK else f"ruckig: {res}"
-            except RuckigError as exc:
-                err = str(exc)
+            err = self._calc(r)
             if err:
                 return RuckigResult(_unpack(samples, D), RuckigStatus.FAILED, err, (time.perf_counter() - t0) * 1e3)
             at_time = traj.at_time

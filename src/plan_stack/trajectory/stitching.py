@@ -287,17 +287,11 @@ class Stitcher:
         k0 = round(offset)
         if chunk.dt_s == dt and abs(offset - k0) <= _TIME_EPS:  # grids coincide: no interpolation
             ref = R[k0:k0 + n_out]
-        elif chunk.dt_s == dt:  # same period, shifted grid: one interpolation weight for every row
-            i0 = math.floor(offset + _TIME_EPS)
-            frac = min(max(offset - i0, 0.0), 1.0)
-            nxt = R[i0 + 1:i0 + 1 + n_out]
-            if len(nxt) < n_out:  # the last row interpolates toward the chunk's end, which it reaches
-                nxt = np.concatenate([nxt, R[-1:]])
-            ref = R[i0:i0 + n_out] * (1 - frac) + nxt * frac
         else:
             idx = offset + np.arange(n_out) * (dt / chunk.dt_s)
-            lo = np.clip(np.floor(idx + _TIME_EPS).astype(int), 0, H - 1)
-            frac = np.clip(idx - lo, 0.0, 1.0)[:, None]
+            # np.minimum/np.maximum rather than np.clip: same values, without clip's per-call overhead
+            lo = np.minimum(np.maximum(np.floor(idx + _TIME_EPS).astype(int), 0), H - 1)
+            frac = np.minimum(np.maximum(idx - lo, 0.0), 1.0)[:, None]
             ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
         trimmed = max(0, math.ceil(offset - _TIME_EPS))
 
@@ -355,8 +349,6 @@ class Stitcher:
         in position only (their v is a finite difference, their a is 0)."""
         c = self._c
         diff = np.abs(np.array([traj.positions[0], traj.velocities[0], traj.accelerations[0]]) - exec_state)
-        if isinstance(c, slice):
-            return tuple(np.maximum.reduce(diff, axis=1).tolist())
         return (float(diff[0].max(initial=0.0)), float(diff[1, c].max(initial=0.0)),
                 float(diff[2, c].max(initial=0.0)))
 
