@@ -39,3 +39,14 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("ROS_LOCALHOST_ONLY", None)
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Tiny models run fastest, and parallel test processes do not oversubscribe, on one torch thread."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

@@ -17,14 +17,6 @@ from plan_stack.config import ConfigError
 CFG = HeadConfig(action_dim=3, state_dim=3, horizon=8, cond_width=5, width=16, layers=2, heads=2, num_steps=4)
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _head(seed=0) -> FlowHead:
     torch.manual_seed(seed)
     return FlowHead(CFG).eval()

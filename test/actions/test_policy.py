@@ -16,8 +16,6 @@ H, D, S, DELAY = 16, 3, 6, 4
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
     eps = synthetic_episodes(10, length=50, action_dim=D, cond_width=5, seed=3)
     cfg = HeadConfig(action_dim=D, state_dim=D, horizon=H, cond_width=5, width=32, layers=2, heads=2, num_steps=6)
     out = str(tmp_path_factory.mktemp("head"))
@@ -25,8 +23,7 @@ def trained(tmp_path_factory):
                            checkpoint_every=1000, log_every=1000, rtc_max_delay=DELAY + 2),
           eps[:8], [], out, log=lambda s: None)
     head, _ = load_checkpoint(out)
-    yield head, eps[8:]
-    torch.set_num_threads(old)
+    return head, eps[8:]
 
 
 def _request(head, ep, method, seed):

@@ -29,14 +29,6 @@ from plan_stack.actions.rtc import (
 from plan_stack.config import ConfigError
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 # --- alignment -----------------------------------------------------------------------------------
 
 

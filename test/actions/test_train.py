@@ -16,14 +16,6 @@ from plan_stack.config import ConfigError
 HEAD = HeadConfig(action_dim=3, state_dim=3, horizon=8, cond_width=5, width=16, layers=1, heads=2, num_steps=4)
 
 
-@pytest.fixture(autouse=True)
-def _threads():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def episodes():
     return split_episodes(synthetic_episodes(8, length=40, action_dim=3, cond_width=5), 0.25)

@@ -1,4 +1,4 @@
-"""Shared tiny models for the planning tests (built once per session, 1 torch thread)."""
+"""Shared tiny models for the planning tests (built once per session)."""
 from __future__ import annotations
 
 import os
@@ -6,16 +6,6 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_thread():
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="session")

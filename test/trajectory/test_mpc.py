@@ -15,6 +15,16 @@ from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights, condensed
 DT = 0.02
 
 
+def stage_weights(N: int, w: MpcWeights, settle: bool):
+    """Per-step weights on q, v, a of the QP as specified (settle adds terminal terms to the last step)."""
+    wq, wv, wa = np.full(N, w.tracking), np.full(N, w.velocity), np.full(N, w.acceleration)
+    if settle:
+        wq[-1] += w.terminal
+        wv[-1] += w.stop_velocity
+        wa[-1] += w.stop_acceleration
+    return wq, wv, wa
+
+
 def reference_solve(x0, ref, dt, lim: Limits, w: MpcWeights, settle: bool) -> np.ndarray:
     """The same QP, condensed in the jerks and solved per joint by OSQP at tight tolerance.
 
@@ -24,11 +34,7 @@ def reference_solve(x0, ref, dt, lim: Limits, w: MpcWeights, settle: bool) -> np
     M, D = ref.shape
     N = M - 1
     T, G = condensed(N, dt)
-    wq, wv, wa = np.full(N, w.tracking), np.full(N, w.velocity), np.full(N, w.acceleration)
-    if settle:
-        wq[-1] += w.terminal
-        wv[-1] += w.stop_velocity
-        wa[-1] += w.stop_acceleration
+    wq, wv, wa = stage_weights(N, w, settle)
     out = np.empty((N, D))
     for d in range(D):
         fq, fv, fa = (T[i] @ x0[:, d] for i in range(3))
@@ -62,11 +68,7 @@ def kkt_residual(j, x0, ref, dt, lim: Limits, w: MpcWeights, settle: bool) -> fl
     M, D = ref.shape
     N = M - 1
     T, G = condensed(N, dt)
-    wq, wv, wa = np.full(N, w.tracking), np.full(N, w.velocity), np.full(N, w.acceleration)
-    if settle:
-        wq[-1] += w.terminal
-        wv[-1] += w.stop_velocity
-        wa[-1] += w.stop_acceleration
+    wq, wv, wa = stage_weights(N, w, settle)
     worst = 0.0
     for d in range(D):
         fq, fv, fa = (T[i] @ x0[:, d] for i in range(3))
