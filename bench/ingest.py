@@ -164,7 +164,6 @@ def _ground_truth(t0, args) -> tuple[set[int], int]:
 
 def run_row(method: str, transport: str, args, tmp: str) -> dict:
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
-    env.pop("ROS_LOCALHOST_ONLY", None)
     env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)
     if PROFILES[transport]:
         env["FASTDDS_DEFAULT_PROFILES_FILE"] = PROFILES[transport]

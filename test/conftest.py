@@ -36,7 +36,6 @@ def _reserve_domain() -> int:
 def pytest_configure(config: pytest.Config) -> None:
     os.environ["ROS_DOMAIN_ID"] = str(_reserve_domain())
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    os.environ.pop("ROS_LOCALHOST_ONLY", None)
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     os.environ.setdefault("MUJOCO_GL", "egl")
 
