@@ -71,13 +71,10 @@ def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0) -> JointTrajectory:
 class StitcherNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("stitcher", **kwargs)
-        # Work-around: conventions.declare_config declares empty-list defaults as BYTE_ARRAY, so
-        # list parameters whose default is empty are declared here with their element type.
         self.cfg = declare_config(self, StitcherConfig)
         self.node_cfg = declare_config(self, StitcherNodeConfig)
         self.stitcher = Stitcher(self.cfg)
         self.stitcher.prepare(self.node_cfg.expected_horizon)
-        self._index = {j: i for i, j in enumerate(self.cfg.joint_names)}
         # The library works in float seconds since this epoch: absolute epoch seconds as doubles
         # resolve only ~0.2 us, too coarse to recognise samples on the shared grid exactly.
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000

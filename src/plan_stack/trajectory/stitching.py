@@ -168,10 +168,15 @@ def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
     return arr[idx] if len(arr) == len(cfg.joint_names) and len(arr) != n_sub else arr
 
 
+def joint_columns(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Columns (in `joint_names` order) of the continuous and of the discrete joints."""
+    return (np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int),
+            np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int))
+
+
 def limits_from_config(cfg: StitcherConfig) -> tuple[Limits, np.ndarray]:
     """Limits of the continuous joints and the rate limits [Dd] of the discrete ones."""
-    cidx = np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int)
-    didx = np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int)
+    cidx, didx = joint_columns(cfg)
     nc = len(cidx)
     lim = Limits.create(nc, _per_joint(cfg.v_max, cfg, cidx, nc), _per_joint(cfg.a_max, cfg, cidx, nc),
                         _per_joint(cfg.j_max, cfg, cidx, nc), _per_joint(cfg.q_min, cfg, cidx, nc),
@@ -190,8 +195,7 @@ class Stitcher:
     def __init__(self, cfg: StitcherConfig) -> None:
         self.cfg = cfg
         self.limits, self.discrete_rate = limits_from_config(cfg)
-        self._cidx = np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int)
-        self._didx = np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int)
+        self._cidx, self._didx = joint_columns(cfg)
         # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
         all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
         self._c = slice(None) if all_joints else self._cidx
