@@ -22,6 +22,8 @@ MESSAGES = {"Observation": Observation, "Primitive": Primitive, "VisualPlan": Vi
 
 
 class InterfacePeer(Node):
+    executor_threads = 2  # an executing goal blocks its thread
+
     def __init__(self, **kwargs):
         super().__init__("interface_peer", **kwargs)
         self._pubs = {}

@@ -81,6 +81,9 @@ def _to_time(t_s: float) -> Time:
 class ChunkerNode(Node):
     """Samples a new action chunk every s control steps while the previous one executes."""
 
+    #: inference on an observation must not hold back the next plan features
+    executor_threads = 2
+
     def __init__(self, **kwargs) -> None:
         super().__init__("chunker", **kwargs)
         self.cfg = cfg = conventions.declare_config(self, ChunkerConfig)

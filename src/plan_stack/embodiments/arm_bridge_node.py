@@ -66,6 +66,9 @@ class ArmBridgeNode(Node):
     #: True: tracking error compares a measurement with the reference at the measurement's stamp;
     #: False: with the reference now.
     track_at_measurement_stamp = True
+    #: an executing goal blocks its thread while it monitors the motion; the
+    #: stream, joint states and watchdog need threads of their own meanwhile.
+    executor_threads = 3
 
     def __init__(self, node_name: str, config_type: type, **kwargs) -> None:
         super().__init__(node_name, **kwargs)

@@ -28,7 +28,7 @@ from rclpy.exceptions import (
     InvalidParameterValueException,
     ParameterUninitializedException,
 )
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
@@ -293,6 +293,22 @@ class _StopSignals:
             signal.signal(sig, handler)
 
 
+def executor_for(node: Node, threads: int | None = None) -> Executor:
+    """The cheapest executor that serves `node`.
+
+    A node whose callbacks may block each other (an action executing for
+    seconds, a model inference beside its subscriptions) says how many threads
+    it needs in its `executor_threads` class attribute; every other node gets a
+    SingleThreadedExecutor. rclpy's MultiThreadedExecutor costs a busy core
+    when polled with `spin_once` and is reserved for nodes that need it.
+    `threads` overrides the node's own count (bring-up `--threads`).
+    """
+    wanted = int(threads if threads is not None else getattr(node, "executor_threads", 1))
+    if wanted <= 1:
+        return SingleThreadedExecutor(context=node.context)
+    return MultiThreadedExecutor(num_threads=wanted, context=node.context)
+
+
 def run_nodes(
     factories: Iterable[Callable[[], Node]],
     args: list[str] | None = None,
@@ -301,10 +317,10 @@ def run_nodes(
 ) -> int:
     """Create the nodes, spin them until SIGINT/SIGTERM (or `stop`), then close them.
 
-    Nodes spin on a MultiThreadedExecutor (long callbacks such as action
-    execution must not starve the others; nodes choose callback groups).
-    Returns the process exit status: 0 on a clean shutdown, 2 when a node
-    rejected its parameters at start-up.
+    Each node spins on its own executor (`executor_for`) in its own thread, so
+    nodes in one process cannot starve each other and an idle node sleeps in
+    its wait set. Returns the process exit status: 0 on a clean shutdown, 2
+    when a node rejected its parameters at start-up.
     """
     nodes: list[Node] = []
     with _StopSignals() as signals, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
@@ -316,22 +332,35 @@ def run_nodes(
             except ConfigError as exc:
                 rclpy.logging.get_logger("plan_stack").fatal(f"invalid parameter {exc}")
                 return 2
-            executor = MultiThreadedExecutor(num_threads=threads)
-            for node in nodes:
+            executors = [executor_for(node, threads) for node in nodes]
+            spinners = []
+            for node, executor in zip(nodes, executors):
                 executor.add_node(node)
+                spinner = threading.Thread(target=_spin, args=(executor,), name=f"spin:{node.get_name()}",
+                                           daemon=True)
+                spinner.start()
+                spinners.append(spinner)
             try:
-                while rclpy.ok() and not stopping.is_set() and not signals.event.is_set():
-                    executor.spin_once(timeout_sec=STOP_POLL_S)
-            except ExternalShutdownException:
-                pass
+                while (rclpy.ok() and not stopping.is_set() and not signals.event.is_set()
+                       and all(t.is_alive() for t in spinners)):
+                    signals.event.wait(STOP_POLL_S)
             finally:
-                for node in nodes:
+                for node, executor in zip(nodes, executors):
                     executor.remove_node(node)
-                executor.shutdown(timeout_sec=1.0)
+                    executor.shutdown(timeout_sec=1.0)
+                for spinner in spinners:
+                    spinner.join(timeout=1.0)
         finally:
             for node in reversed(nodes):
                 _close(node)
     return 0
+
+
+def _spin(executor: Executor) -> None:
+    try:
+        executor.spin()
+    except ExternalShutdownException:
+        pass
 
 
 def node_main(node_cls: type[Node]) -> Callable[[list[str] | None], int]:

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import Executor, MultiThreadedExecutor
+from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 
 
 @contextmanager
@@ -28,9 +28,18 @@ def ros_context(args: list[str] | None = None) -> Iterator[Context]:
 
 
 @contextmanager
-def executor_with(ctx: Context, *nodes, threads: int = 4) -> Iterator[Executor]:
-    """A MultiThreadedExecutor spinning `nodes`; nodes are destroyed (and closed) on exit."""
-    ex = MultiThreadedExecutor(num_threads=threads, context=ctx)
+def executor_with(ctx: Context, *nodes, threads: int | None = None) -> Iterator[Executor]:
+    """An executor spinning `nodes`; nodes are destroyed (and closed) on exit.
+
+    Single-threaded unless a node asks for threads (`executor_threads`, as in
+    `conventions.executor_for`) or `threads` > 1 is given.
+    """
+    wanted = threads if threads is not None else max((getattr(n, "executor_threads", 1) for n in nodes), default=1)
+    ex: Executor
+    if wanted <= 1:
+        ex = SingleThreadedExecutor(context=ctx)
+    else:
+        ex = MultiThreadedExecutor(num_threads=wanted, context=ctx)
     for n in nodes:
         ex.add_node(n)
     try:

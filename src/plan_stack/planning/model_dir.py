@@ -1,0 +1,139 @@
+"""A planner model directory: the frozen target, its drafter and a manifest.
+
+This is the one contract between training (`plan-stack train`), the planner
+node, evaluation and benchmarks. Layout of `models/<robot>/` (or any local
+directory in the same format, e.g. a user's own fine-tuned Qwen3-VL):
+
+    target/          transformers Qwen3-VL directory (config, safetensors, tokenizer
+                     with the primitive tokens, image processor): `save_target`
+    drafter/         config.json + model.safetensors: `save_drafter` (optional:
+                     without it only the `ar` decoder is available)
+    action_head/     plain/ and rtc/ heads of the chunker (arms only)
+    manifest.json    what the model expects and how it was made (keys below)
+
+Manifest keys read here (everything else is provenance: data seeds, counts,
+configs, steps, git commit, metrics at save time):
+
+    cameras          Observation camera names fed to the model, in prompt order
+    image_size       [width, height] of each image given to the model
+    history_frames   observations per prompt the model was trained with (K)
+    instruction      default instruction
+    primitive_kinds  layout kinds the model emits (planning.layouts kinds)
+    budget           output token budget per plan
+
+The prompt is, in time order, each observation's images (cameras in manifest
+order) followed by `prompt_text(instruction)`; training and the planner both
+build it with `PlannerModel.encode`, so they cannot disagree.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from plan_stack.planning.errors import PlanningError
+
+__all__ = ["MANIFEST", "PlannerModel", "prompt_text", "load_planner_model", "save_planner_model",
+           "read_manifest"]
+
+MANIFEST = "manifest.json"
+TARGET_DIR = "target"
+DRAFTER_DIR = "drafter"
+#: manifest keys the planner needs, with their defaults when a key is absent
+_DEFAULTS: dict[str, Any] = {
+    "cameras": [],
+    "image_size": None,
+    "history_frames": 1,
+    "instruction": "",
+    "primitive_kinds": [],
+    "budget": 256,
+}
+
+
+def prompt_text(instruction: str) -> str:
+    """The text part of a prompt (after the images)."""
+    return f"{instruction.strip()}\n"
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """manifest.json of a model directory, with defaults filled in; raises PlanningError naming the problem."""
+    file = Path(path) / MANIFEST
+    if not file.is_file():
+        raise PlanningError(f"{path}: no {MANIFEST} (not a planner model directory)")
+    try:
+        raw = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise PlanningError(f"{file}: invalid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise PlanningError(f"{file}: must hold a JSON object")
+    manifest = {**_DEFAULTS, **raw}
+    size = manifest["image_size"]
+    if size is not None and (not isinstance(size, list) or len(size) != 2
+                             or not all(isinstance(v, int) and v > 0 for v in size)):
+        raise PlanningError(f"{file}: image_size must be [width, height] in pixels, got {size!r}")
+    if not isinstance(manifest["history_frames"], int) or manifest["history_frames"] < 1:
+        raise PlanningError(f"{file}: history_frames must be an integer >= 1")
+    return manifest
+
+
+@dataclasses.dataclass
+class PlannerModel:
+    """A loaded model directory (one request at a time, like its TargetAdapter)."""
+
+    path: Path
+    target: Any  # planning.target.TargetAdapter
+    drafter: Any  # planning.drafter.Drafter | None
+    manifest: dict[str, Any]
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return tuple(self.manifest["cameras"])
+
+    @property
+    def image_size(self) -> tuple[int, int] | None:
+        size = self.manifest["image_size"]
+        return None if size is None else (int(size[0]), int(size[1]))
+
+    def decoder(self, config: Any = None) -> Any:
+        """A `planning.decoding.Decoder` over this target and drafter."""
+        from plan_stack.planning.decoding import Decoder
+
+        return Decoder(self.target, self.drafter, config)
+
+    def encode(self, instruction: str, frames: Sequence[Sequence[np.ndarray]] = ()) -> Any:
+        """Prompt for `frames` ([K][cameras] HxWx3 uint8, oldest first) and an instruction."""
+        images = [im for frame in frames for im in frame]
+        return self.target.encode_prompt(prompt_text(instruction), images)
+
+
+def load_planner_model(path: str | os.PathLike, *, dtype: Any = None) -> PlannerModel:
+    """Load target (+ drafter when present) and manifest from a local directory, offline."""
+    from plan_stack.planning.drafter import load_drafter
+    from plan_stack.planning.target import load_target
+
+    root = Path(path)
+    if not root.is_dir():
+        raise PlanningError(f"{path}: model directory does not exist")
+    manifest = read_manifest(root)
+    target = load_target(root / TARGET_DIR, dtype=dtype)
+    drafter = load_drafter(root / DRAFTER_DIR, target) if (root / DRAFTER_DIR).is_dir() else None
+    return PlannerModel(root, target, drafter, manifest)
+
+
+def save_planner_model(path: str | os.PathLike, target: Any, drafter: Any, manifest: dict[str, Any]) -> Path:
+    """Write target/, drafter/ (when given) and manifest.json; returns the directory."""
+    from plan_stack.planning.drafter import save_drafter
+    from plan_stack.planning.target import save_target
+
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    save_target(target, root / TARGET_DIR)
+    if drafter is not None:
+        save_drafter(drafter, root / DRAFTER_DIR)
+    (root / MANIFEST).write_text(json.dumps({**_DEFAULTS, **manifest}, indent=1, sort_keys=True) + "\n")
+    read_manifest(root)  # what was written must read back
+    return root

@@ -1,0 +1,65 @@
+"""Planner model directories: round trip, manifest validation, prompt order."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.model_dir import (
+    load_planner_model,
+    prompt_text,
+    read_manifest,
+    save_planner_model,
+)
+
+
+def test_round_trip_keeps_weights_drafter_and_manifest(tmp_path, vl_target, small_drafter):
+    drafter = small_drafter(vl_target)
+    manifest = {"cameras": ["cam_high"], "image_size": [64, 64], "instruction": "pick", "robot": "aloha"}
+    save_planner_model(tmp_path / "m", vl_target, drafter, manifest)
+    model = load_planner_model(tmp_path / "m")
+    assert model.cameras == ("cam_high",)
+    assert model.image_size == (64, 64)
+    assert model.manifest["robot"] == "aloha" and model.manifest["history_frames"] == 1
+    for (name, a), (_, b) in zip(vl_target.model.state_dict().items(), model.target.model.state_dict().items()):
+        assert torch.equal(a, b), name
+    for (name, a), (_, b) in zip(drafter.state_dict().items(), model.drafter.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_without_drafter_loads_target_only(tmp_path, vl_target):
+    save_planner_model(tmp_path / "m", vl_target, None, {"cameras": ["cam_high"]})
+    assert load_planner_model(tmp_path / "m").drafter is None
+
+
+def test_prompt_holds_frames_in_time_order_then_text(tmp_path, vl_target):
+    save_planner_model(tmp_path / "m", vl_target, None, {"cameras": ["a", "b"]})
+    model = load_planner_model(tmp_path / "m")
+    frames = [[np.full((32, 32, 3), 10 * (2 * k + c), np.uint8) for c in range(2)] for k in range(2)]
+    prompt = model.encode("go", frames)
+    direct = vl_target.encode_prompt(prompt_text("go"), [im for f in frames for im in f])
+    assert torch.equal(prompt.input_ids, direct.input_ids)
+    assert torch.equal(prompt.pixel_values, direct.pixel_values)
+    assert prompt.image_grid_thw.shape[0] == 4
+
+
+@pytest.mark.parametrize("content, match", [
+    (None, "no manifest.json"),
+    ("{", "invalid JSON"),
+    ("[]", "JSON object"),
+    (json.dumps({"image_size": [64]}), "image_size"),
+    (json.dumps({"history_frames": 0}), "history_frames"),
+])
+def test_bad_manifests_are_refused_with_the_reason(tmp_path, content, match):
+    if content is not None:
+        (tmp_path / "manifest.json").write_text(content)
+    with pytest.raises(PlanningError, match=match):
+        read_manifest(tmp_path)
+
+
+def test_missing_directory_is_named(tmp_path):
+    with pytest.raises(PlanningError, match="does not exist"):
+        load_planner_model(tmp_path / "nope")
