@@ -1,0 +1,152 @@
+"""`viz` node: VisualPlan -> RViz markers (`viz/markers`) and a 2D overlay (`viz/plan_overlay`).
+
+Wiring only; what is drawn lives in `viz.markers` and `viz.overlay`.
+
+Topics (node-relative): subscribes `plan` (plan_stack/VisualPlan) and
+`observation` (plan_stack/Observation); publishes `viz/markers`
+(visualization_msgs/MarkerArray, DELETEALL first so each plan replaces the
+previous one), `viz/plan_overlay` (sensor_msgs/Image rgb8: the plan drawn on
+the `overlay_camera` image of the Observation whose stamp equals the plan's;
+a plan that arrives before its Observation waits for it) and `/diagnostics`.
+
+Idle cost: when an output has no subscriber its work is skipped (checked
+with `get_subscription_count()` per plan), so a plan nobody watches costs a
+counter increment. A plan that cannot be drawn (NaN points, unknown kind,
+wrong uv length, ...) is skipped whole with a WARN naming the rule.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+from builtin_interfaces.msg import Duration, Time
+from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from std_msgs.msg import ColorRGBA, Header
+from visualization_msgs.msg import Marker, MarkerArray
+
+from plan_stack.msg import Observation, VisualPlan
+from plan_stack.ros import conventions
+from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
+from plan_stack.viz.config import VizConfig, VizStyle
+from plan_stack.viz.markers import MarkerSpec, plan_markers
+from plan_stack.viz.overlay import draw_overlay
+from plan_stack.viz.plan import PlanView, PrimitiveView, VizError, check_plan, make_plan
+
+__all__ = ["VizNode", "main", "plan_from_msg", "marker_to_msg"]
+
+
+def _to_s(stamp: Time) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def plan_from_msg(msg: VisualPlan) -> PlanView:
+    """The message's drawable content, copied into plain arrays (not checked: see `check_plan`)."""
+    prims = [PrimitiveView(kind=p.kind, arm=p.arm, frame_id=p.frame_id,
+                           points=np.array([(q.x, q.y, q.z) for q in p.points], dtype=float).reshape(-1, 3),
+                           uv=np.asarray(p.uv, dtype=float), horizon_s=float(p.horizon_s))
+             for p in msg.primitives]
+    return make_plan(_to_s(msg.header.stamp), msg.subtask, prims, msg.instruction)
+
+
+def marker_to_msg(spec: MarkerSpec, stamp: Time) -> Marker:
+    m = Marker(header=Header(stamp=stamp, frame_id=spec.frame_id), ns=spec.ns, id=spec.id, type=spec.type,
+               action=spec.action, lifetime=Duration(), frame_locked=False, text=spec.text)
+    x, y, z = (float(c) for c in spec.position)
+    m.pose = Pose(position=Point(x=x, y=y, z=z), orientation=Quaternion(w=1.0))
+    m.scale = Vector3(x=float(spec.scale[0]), y=float(spec.scale[1]), z=float(spec.scale[2]))
+    r, g, b, a = (float(c) for c in spec.rgba)
+    m.color = ColorRGBA(r=r, g=g, b=b, a=a)
+    m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in spec.points]
+    return m
+
+
+class VizNode(Node):
+    """Draws each VisualPlan for RViz: 3D markers and the 2D overlay on its Observation's image."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("viz", **kwargs)
+        self.style = conventions.declare_config(self, VizStyle)
+        self.cfg = cfg = conventions.declare_config(self, VizConfig)
+        self._observations: collections.deque[Observation] = collections.deque(maxlen=cfg.observation_buffer)
+        self._waiting: tuple[Time, PlanView] | None = None  # newest plan whose Observation has not arrived
+        self.counts = collections.Counter()  # plans, rejected, markers, overlays, idle, no_observation
+        self._markers_pub = self.create_publisher(MarkerArray, "viz/markers", conventions.qos_by_name(cfg.markers_qos))
+        self._overlay_pub = self.create_publisher(Image, "viz/plan_overlay", conventions.qos_by_name(cfg.overlay_qos))
+        self.create_subscription(VisualPlan, "plan", self._on_plan, conventions.qos_by_name(cfg.plan_qos))
+        self.create_subscription(Observation, "observation", self._on_observation,
+                                 conventions.qos_by_name(cfg.observation_qos))
+        self._diag = conventions.Diagnostics(self, cfg.diagnostics_period)
+        self.create_timer(cfg.diagnostics_period, self._on_health)
+
+    # --- callbacks ----------------------------------------------------------------
+
+    def _on_plan(self, msg: VisualPlan) -> None:
+        self.counts["plans"] += 1
+        want_markers = self._markers_pub.get_subscription_count() > 0
+        want_overlay = self._overlay_pub.get_subscription_count() > 0
+        if not (want_markers or want_overlay):
+            self.counts["idle"] += 1
+            return
+        try:
+            plan = check_plan(plan_from_msg(msg))
+        except VizError as exc:
+            self.counts["rejected"] += 1
+            self._diag.report("plan", conventions.WARN, f"plan skipped: {exc}", now=True,
+                              stamp_s=f"{_to_s(msg.header.stamp):.6f}", rejected=self.counts["rejected"])
+            return
+        if want_markers:
+            self._markers_pub.publish(MarkerArray(markers=[marker_to_msg(s, msg.header.stamp)
+                                                           for s in plan_markers(plan, self.style)]))
+            self.counts["markers"] += 1
+        if want_overlay:
+            obs = next((o for o in reversed(self._observations) if o.header.stamp == msg.header.stamp), None)
+            if obs is None:
+                if self._waiting is not None:
+                    self._no_observation(self._waiting[1])
+                self._waiting = (msg.header.stamp, plan)
+            else:
+                self._publish_overlay(obs, plan)
+
+    def _on_observation(self, msg: Observation) -> None:
+        self._observations.append(msg)
+        if self._waiting is not None and self._waiting[0] == msg.header.stamp:
+            plan = self._waiting[1]
+            self._waiting = None
+            self._publish_overlay(msg, plan)
+
+    def _on_health(self) -> None:
+        c = self.counts
+        level = conventions.WARN if c["rejected"] or c["no_observation"] else conventions.OK
+        self._diag.report("summary", level, "plans drawn" if level == conventions.OK else
+                          "some plans were not drawn", **{k: c[k] for k in
+                          ("plans", "idle", "markers", "overlays", "rejected", "no_observation")})
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _no_observation(self, plan: PlanView) -> None:
+        self.counts["no_observation"] += 1
+        self._diag.report("overlay", conventions.WARN,
+                          f"no Observation stamped {plan.stamp_s:.6f} s arrived for a plan (overlay not drawn)")
+
+    def _publish_overlay(self, obs: Observation, plan: PlanView) -> None:
+        names = list(obs.camera_names)
+        cam = self.cfg.overlay_camera or (names[0] if names else "")
+        if cam not in names or len(obs.images) != len(names):
+            self._diag.report("overlay", conventions.WARN, f"overlay_camera {cam!r} is not among the "
+                              f"Observation's cameras {names} (overlay not drawn)", now=True)
+            return
+        src = obs.images[names.index(cam)]
+        try:
+            if src.encoding != "rgb8":
+                raise ImageError(f"encoding {src.encoding!r}: the Observation carries rgb8")
+            canvas = draw_overlay(image_to_numpy(src), plan, self.style)
+        except (ImageError, VizError) as exc:
+            self._diag.report("overlay", conventions.WARN, f"overlay not drawn: {exc}", now=True)
+            return
+        header = Header(stamp=obs.header.stamp, frame_id=src.header.frame_id)
+        self._overlay_pub.publish(numpy_to_image(canvas, "rgb8", header))
+        self.counts["overlays"] += 1
+
+main = conventions.node_main(VizNode)
