@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 
-import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
 from rclpy.node import Node
@@ -32,22 +31,9 @@ from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
 from plan_stack.viz.config import VizConfig, VizStyle
 from plan_stack.viz.markers import MarkerSpec, plan_markers
 from plan_stack.viz.overlay import draw_overlay
-from plan_stack.viz.plan import PlanView, PrimitiveView, VizError, check_plan, make_plan
+from plan_stack.viz.plan import PlanView, VizError, check_plan, plan_from_fields, stamp_s
 
-__all__ = ["VizNode", "main", "plan_from_msg", "marker_to_msg"]
-
-
-def _to_s(stamp: Time) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
-
-
-def plan_from_msg(msg: VisualPlan) -> PlanView:
-    """The message's drawable content, copied into plain arrays (not checked: see `check_plan`)."""
-    prims = [PrimitiveView(kind=p.kind, arm=p.arm, frame_id=p.frame_id,
-                           points=np.array([(q.x, q.y, q.z) for q in p.points], dtype=float).reshape(-1, 3),
-                           uv=np.asarray(p.uv, dtype=float), horizon_s=float(p.horizon_s))
-             for p in msg.primitives]
-    return make_plan(_to_s(msg.header.stamp), msg.subtask, prims, msg.instruction)
+__all__ = ["VizNode", "main", "marker_to_msg"]
 
 
 def marker_to_msg(spec: MarkerSpec, stamp: Time) -> Marker:
@@ -90,11 +76,11 @@ class VizNode(Node):
             self.counts["idle"] += 1
             return
         try:
-            plan = check_plan(plan_from_msg(msg))
+            plan = check_plan(plan_from_fields(msg))
         except VizError as exc:
             self.counts["rejected"] += 1
             self._diag.report("plan", conventions.WARN, f"plan skipped: {exc}", now=True,
-                              stamp_s=f"{_to_s(msg.header.stamp):.6f}", rejected=self.counts["rejected"])
+                              stamp_s=f"{stamp_s(msg.header.stamp):.6f}", rejected=self.counts["rejected"])
             return
         if want_markers:
             self._markers_pub.publish(MarkerArray(markers=[marker_to_msg(s, msg.header.stamp)

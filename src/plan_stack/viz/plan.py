@@ -12,7 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["VizError", "KINDS", "ARMS", "PrimitiveView", "PlanView", "check_plan", "uv_pairs"]
+__all__ = ["VizError", "KINDS", "ARMS", "PrimitiveView", "PlanView", "check_plan", "uv_pairs", "make_plan",
+           "plan_from_fields", "stamp_s"]
 
 #: Primitive kinds of DESIGN §3 (Primitive.msg).
 KINDS = ("box", "robot_3d", "robot_2d3d", "drive_3d", "drive_2d3d", "points")
@@ -110,3 +111,20 @@ def make_plan(stamp_s: float, subtask: str, primitives: Sequence[PrimitiveView],
     prims = tuple(dataclasses.replace(p, points=np.asarray(p.points, dtype=float).reshape(-1, 3),
                                       uv=np.asarray(p.uv, dtype=float).reshape(-1)) for p in primitives)
     return PlanView(stamp_s=float(stamp_s), subtask=subtask, instruction=instruction, primitives=prims)
+
+
+def stamp_s(stamp) -> float:
+    """builtin_interfaces/Time (rclpy or rosbags object) -> seconds."""
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def plan_from_fields(msg) -> PlanView:
+    """A VisualPlan message's drawable content as plain arrays (not checked: see `check_plan`).
+
+    Reads attributes only, so rclpy messages and `rosbags` messages (bags) convert the same way.
+    """
+    prims = [PrimitiveView(kind=p.kind, arm=p.arm, frame_id=p.frame_id,
+                           points=np.array([(q.x, q.y, q.z) for q in p.points], dtype=float).reshape(-1, 3),
+                           uv=np.asarray(p.uv, dtype=float), horizon_s=float(p.horizon_s))
+             for p in msg.primitives]
+    return make_plan(stamp_s(msg.header.stamp), msg.subtask, prims, msg.instruction)
