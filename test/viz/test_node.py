@@ -73,16 +73,19 @@ class Probe:
         if markers:
             self.node.create_subscription(MarkerArray, "viz/markers", self.markers.append, RELIABLE_QOS)
         if overlay:
-            self.node.create_subscription(Image, "viz/plan_overlay", self.overlays.append, RELIABLE_QOS)
+            self.overlay_sub = self.node.create_subscription(Image, "viz/plan_overlay", self.overlays.append,
+                                                             RELIABLE_QOS)
         if diagnostics:
             self.node.create_subscription(
                 DiagnosticArray, "/diagnostics", lambda m: self.diags.extend(m.status), DIAGNOSTICS_QOS)
 
 
-def _connected(viz: VizNode, probe: Probe, outputs: int = 2):
-    return lambda: (probe.plan_pub.get_subscription_count() > 0 and probe.obs_pub.get_subscription_count() > 0
-                    and (viz._markers_pub.get_subscription_count() > 0) + (viz._overlay_pub.get_subscription_count() > 0)
-                    == outputs)
+def _connected(viz: VizNode, probe: Probe, markers: bool = True, overlay: bool = True):
+    """Discovery done: viz sees the probe's subscriptions, the probe sees viz's (observation only if watched)."""
+    return lambda: (probe.plan_pub.get_subscription_count() > 0
+                    and (viz._markers_pub.get_subscription_count() > 0) == markers
+                    and (viz._overlay_pub.get_subscription_count() > 0) == overlay
+                    and (probe.obs_pub.get_subscription_count() > 0) == overlay)
 
 
 def _apply(live: dict, array: MarkerArray) -> None:
@@ -102,7 +105,7 @@ def test_markers_replace_the_previous_plan_and_carry_its_points():
         probe = Probe(ctx)
         probe.watch(overlay=False, diagnostics=False)
         with executor_with(ctx, viz, probe.node) as ex:
-            assert spin_until(ex, _connected(viz, probe, 1), 10.0)
+            assert spin_until(ex, _connected(viz, probe, overlay=False), 10.0)
             probe.plan_pub.publish(_plan(1, [LEFT, RIGHT]))
             assert spin_until(ex, lambda: len(probe.markers) == 1, 10.0)
             probe.plan_pub.publish(_plan(2, [RIGHT], subtask="place"))
@@ -132,7 +135,7 @@ def test_overlay_is_drawn_on_the_observation_with_the_plans_stamp():
         probe = Probe(ctx)
         probe.watch(markers=False, diagnostics=False)
         with executor_with(ctx, viz, probe.node) as ex:
-            assert spin_until(ex, _connected(viz, probe, 1), 10.0)
+            assert spin_until(ex, _connected(viz, probe, markers=False), 10.0)
             probe.obs_pub.publish(_observation(1, seed=1))
             probe.obs_pub.publish(_observation(2, seed=2))
             assert spin_until(ex, lambda: len(viz._observations) == 2, 10.0)
@@ -143,6 +146,9 @@ def test_overlay_is_drawn_on_the_observation_with_the_plans_stamp():
             assert spin_until(ex, lambda: viz._waiting is not None, 10.0)
             probe.obs_pub.publish(_observation(3, seed=3))
             assert spin_until(ex, lambda: len(probe.overlays) == 2, 10.0)
+            # the last overlay viewer leaves: viz stops taking Observations
+            probe.node.destroy_subscription(probe.overlay_sub)
+            assert spin_until(ex, lambda: viz._observation_sub is None and not viz._observations, 10.0)
     first, second = probe.overlays
     assert first.header.stamp == Time(sec=1, nanosec=500) and first.header.frame_id == FRAME
     assert second.header.stamp == Time(sec=3, nanosec=500)
@@ -164,11 +170,12 @@ def test_bad_plan_warns_and_publishes_nothing_and_idle_plans_cost_nothing():
         probe = Probe(ctx)
         with executor_with(ctx, viz, probe.node) as ex:
             assert spin_until(ex, lambda: probe.plan_pub.get_subscription_count() > 0, 10.0)
-            # nobody watches yet: the plan is counted as idle and not even converted
+            # nobody watches yet: the plan is counted as idle and not even converted, no Observation is taken
             probe.plan_pub.publish(_plan(1, [LEFT]))
             assert spin_until(ex, lambda: viz.counts["idle"] == 1, 10.0)
+            assert viz._observation_sub is None and probe.obs_pub.get_subscription_count() == 0
             probe.watch()
-            assert spin_until(ex, _connected(viz, probe, 2), 10.0)
+            assert spin_until(ex, _connected(viz, probe), 10.0)
             probe.obs_pub.publish(_observation(5, seed=5))
             assert spin_until(ex, lambda: len(viz._observations) == 1, 10.0)
             bad = _prim("robot_2d3d", "left", [[0.1, NAN, 0.5], [0.1, 0.0, 0.5]], [1, 2, 3, 4])

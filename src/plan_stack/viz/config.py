@@ -78,6 +78,9 @@ class VizConfig:
     overlay_qos: str = param("QoS profile of `viz/plan_overlay` (reliable also serves best-effort viewers)",
                              "reliable", choices=QOS_NAMES)
     diagnostics_period: float = param("period of the /diagnostics summary, s", 1.0, min=0.05, max=60.0)
+    watcher_check_period: float = param(
+        "how often the node checks whether anyone watches the overlay (it subscribes to `observation` only "
+        "then), s", 0.5, min=0.01, max=60.0)
 
     def __post_init__(self) -> None:
         validate(self)

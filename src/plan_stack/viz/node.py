@@ -11,7 +11,9 @@ a plan that arrives before its Observation waits for it) and `/diagnostics`.
 
 Idle cost: when an output has no subscriber its work is skipped (checked
 with `get_subscription_count()` per plan), so a plan nobody watches costs a
-counter increment. A plan that cannot be drawn (NaN points, unknown kind,
+counter increment; `observation` is subscribed only while the overlay has a
+subscriber (checked every `watcher_check_period`), so unwatched images are
+not even received. A plan that cannot be drawn (NaN points, unknown kind,
 wrong uv length, ...) is skipped whole with a WARN naming the rule.
 """
 from __future__ import annotations
@@ -61,10 +63,10 @@ class VizNode(Node):
         self._markers_pub = self.create_publisher(MarkerArray, "viz/markers", conventions.qos_by_name(cfg.markers_qos))
         self._overlay_pub = self.create_publisher(Image, "viz/plan_overlay", conventions.qos_by_name(cfg.overlay_qos))
         self.create_subscription(VisualPlan, "plan", self._on_plan, conventions.qos_by_name(cfg.plan_qos))
-        self.create_subscription(Observation, "observation", self._on_observation,
-                                 conventions.qos_by_name(cfg.observation_qos))
+        self._observation_sub = None  # exists only while someone watches the overlay
         self._diag = conventions.Diagnostics(self, cfg.diagnostics_period)
         self.create_timer(cfg.diagnostics_period, self._on_health)
+        self.create_timer(cfg.watcher_check_period, self._on_watchers)
 
     # --- callbacks ----------------------------------------------------------------
 
@@ -101,6 +103,19 @@ class VizNode(Node):
             plan = self._waiting[1]
             self._waiting = None
             self._publish_overlay(msg, plan)
+
+    def _on_watchers(self) -> None:
+        """Subscribe to Observations only while the overlay has a subscriber: unwatched, the node
+        does not even receive (deserialise) the images."""
+        watched = self._overlay_pub.get_subscription_count() > 0
+        if watched and self._observation_sub is None:
+            self._observation_sub = self.create_subscription(
+                Observation, "observation", self._on_observation, conventions.qos_by_name(self.cfg.observation_qos))
+        elif not watched and self._observation_sub is not None:
+            self.destroy_subscription(self._observation_sub)
+            self._observation_sub = None
+            self._observations.clear()
+            self._waiting = None
 
     def _on_health(self) -> None:
         c = self.counts

@@ -1,11 +1,12 @@
 """2D plans drawn on a camera image (numpy, rgb8), without ROS.
 
-What is drawn, in this order (later on top): boxes as rectangles; each
+What is drawn, in this order (later on top): the sub-task text in the
+top-left corner (wrapped at the image width); boxes as rectangles; each
 trajectory as line segments between consecutive in-frame waypoints (an
 out-of-frame `<oof>` pair, NaN in `uv`, is skipped and breaks the line: it is
 never clamped to the border); a dot at every waypoint; a ring around the
-start and a large dot at the end; the sub-task text in the top-left corner.
-Drawing is aliased (OpenCV LINE_8) so every painted pixel has exactly the
+start and a large dot at the end.
+Drawing is aliased (OpenCV LINE_8) so every pixel a primitive paints has the
 arm's colour and every other pixel keeps its input value. Pixel (u, v) is
 column u, row v, rounded to the nearest integer.
 """
@@ -65,15 +66,28 @@ def draw_primitive(canvas: np.ndarray, prim: PrimitiveView, style: VizStyle,
             cv2.circle(canvas, tuple(map(int, px[-1])), style.endpoint_radius_px, c, -1, lt)
 
 
-def draw_text(canvas: np.ndarray, text: str, style: VizStyle, row: int = 0) -> None:
-    """White text with a black outline, top-left, `row` lines down (no-op for empty text)."""
+def draw_text(canvas: np.ndarray, text: str, style: VizStyle, row: int = 0) -> int:
+    """White text with a black outline, top-left from line `row`, wrapped at the image width.
+
+    Returns the number of lines written (0 for empty text).
+    """
     if not text:
-        return
+        return 0
     cv2 = _cv2()
-    (_, h), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, 1)
-    y = 4 + (row + 1) * (h + base + 2)
-    for colour, thick in (((0, 0, 0), 3), ((255, 255, 255), 1)):
-        cv2.putText(canvas, text, (4, y), cv2.FONT_HERSHEY_SIMPLEX, style.font_scale, colour, thick, cv2.LINE_8)
+    font, scale = cv2.FONT_HERSHEY_SIMPLEX, style.font_scale
+    lines: list[str] = []
+    for word in text.split():
+        trial = f"{lines[-1]} {word}" if lines else word
+        if lines and cv2.getTextSize(trial, font, scale, 1)[0][0] + 8 > canvas.shape[1]:
+            lines.append(word)
+        else:
+            lines[-1:] = [trial]
+    (_, h), base = cv2.getTextSize("Ag", font, scale, 1)
+    for k, line in enumerate(lines):
+        y = 4 + (row + k + 1) * (h + base + 2)
+        for colour, thick in (((0, 0, 0), 3), ((255, 255, 255), 1)):
+            cv2.putText(canvas, line, (4, y), font, scale, colour, thick, cv2.LINE_8)
+    return len(lines)
 
 
 def draw_overlay(image: np.ndarray, plan: PlanView, style: VizStyle, *, text: bool = True,
@@ -85,8 +99,8 @@ def draw_overlay(image: np.ndarray, plan: PlanView, style: VizStyle, *, text: bo
     """
     _check_image(image)
     canvas = np.array(image, copy=True) if out is None else out
+    if text:  # first, so the text never hides a waypoint
+        draw_text(canvas, plan.subtask, style)
     for prim in sorted(plan.primitives, key=lambda p: p.kind != "box"):  # boxes below trajectories
         draw_primitive(canvas, prim, style, colour)
-    if text:
-        draw_text(canvas, plan.subtask, style)
     return canvas

@@ -185,6 +185,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
                 goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
                 writer.write(conns["/instruction"], now_ns(), serialize_message(String(data=episode.instruction)))
                 writer.write(conns["/execute_trajectory/goal"], now_ns(), serialize_message(goal.trajectory))
+                t_goal_s = now_ns() * 1e-9  # plan picture: expert time -> this run's sim time
                 sent = client.send_goal_async(goal)
                 if not spin_until(ex, sent.done, 10.0) or not sent.result().accepted:
                     raise RuntimeError("demo: goal not accepted")
@@ -212,10 +213,27 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     sheet = str(out_dir / f"{stem}.png")
     if frames:
         contact_sheet(frames, sheet)
+    plan_png = _plan_picture(bag_path, out_dir / f"{stem}_plan.png", task, seed, episode, traj, t_goal_s, width, height)
     success = state["reward"] >= 4
     print(f"{'SUCCESS' if success else 'FAILURE'}: {task} seed {seed}, final reward {state['reward']}/4")
-    print(f"bag: {bag_path}  contact sheet: {sheet}")
+    print(f"bag: {bag_path}  contact sheet: {sheet}  plan picture: {plan_png}")
     return success
+
+
+def _plan_picture(bag_path, png, task, seed, episode, traj, t_goal_s, width, height):
+    """The run's plan picture (plan_stack.viz.episode): each sub-task's future gripper paths on cam_high."""
+    from plan_stack.embodiments.aloha.model import camera_model, camera_pose
+    from plan_stack.embodiments.aloha.sim import AlohaSim
+    from plan_stack.embodiments.annotation import Subtask
+    from plan_stack.viz.episode import demo_plan_picture
+
+    sim = AlohaSim(task)
+    sim.reset(object_poses=episode.object_poses)
+    at = lambda t_s: t_goal_s + float(traj.times_s[min(int(round(t_s / episode.dt_s)), len(traj.times_s) - 1)])
+    subtasks = [Subtask(st.text, at(st.start_s), at(st.end_s)) for st in episode.subtasks]
+    return demo_plan_picture(bag_path, png, task=task, seed=seed, instruction=episode.instruction, subtasks=subtasks,
+                             camera=camera_model(sim.model, "cam_high", width, height),
+                             camera_pose=camera_pose(sim.model, sim.data, "cam_high"))
 
 
 def main(argv: list[str] | None = None) -> int:
