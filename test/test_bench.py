@@ -26,6 +26,8 @@ CASES = {
     "ingest": (["--duration", "1.5", "--warmup", "0.3", "--methods", "sync,naive", "--transports", "default"],
                {"method", "sets_per_s", "matched_fraction", "latency_p50_ms", "latency_p99_ms", "e2e_p50_ms",
                 "e2e_p99_ms", "cpu_percent", "transport"}),
+    "viz": (["--reps", "5", "--rounds", "1", "--warmup", "1"],
+            {"case", "calls", "mean_us", "p95_us", "worst_us", "x_idle", "cpu_at_10hz_percent"}),
 }
 
 

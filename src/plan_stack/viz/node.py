@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import collections
 
-from builtin_interfaces.msg import Duration, Time
-from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point
 from rclpy.node import Node
 from sensor_msgs.msg import Image
-from std_msgs.msg import ColorRGBA, Header
+from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from plan_stack.msg import Observation, VisualPlan
@@ -35,19 +35,38 @@ from plan_stack.viz.markers import MarkerSpec, plan_markers
 from plan_stack.viz.overlay import draw_overlay
 from plan_stack.viz.plan import PlanView, VizError, check_plan, plan_from_fields, stamp_s
 
-__all__ = ["VizNode", "main", "marker_to_msg"]
+__all__ = ["VizNode", "main", "marker_to_msg", "markers_to_msg"]
 
 
-def marker_to_msg(spec: MarkerSpec, stamp: Time) -> Marker:
-    m = Marker(header=Header(stamp=stamp, frame_id=spec.frame_id), ns=spec.ns, id=spec.id, type=spec.type,
-               action=spec.action, lifetime=Duration(), frame_locked=False, text=spec.text)
-    x, y, z = (float(c) for c in spec.position)
-    m.pose = Pose(position=Point(x=x, y=y, z=z), orientation=Quaternion(w=1.0))
-    m.scale = Vector3(x=float(spec.scale[0]), y=float(spec.scale[1]), z=float(spec.scale[2]))
-    r, g, b, a = (float(c) for c in spec.rgba)
-    m.color = ColorRGBA(r=r, g=g, b=b, a=a)
-    m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in spec.points]
+def marker_to_msg(spec: MarkerSpec, stamp: Time, points: list[Point] | None = None) -> Marker:
+    """One Marker from its spec. Fields are set on the default sub-messages (constructing each
+    sub-message costs more than the copy); `points` reuses an already converted point list."""
+    m = Marker()
+    m.header.stamp = stamp
+    m.header.frame_id = spec.frame_id
+    m.ns, m.id, m.type, m.action, m.text = spec.ns, spec.id, spec.type, spec.action, spec.text
+    m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(c) for c in spec.position)
+    m.pose.orientation.w = 1.0
+    m.scale.x, m.scale.y, m.scale.z = (float(c) for c in spec.scale)
+    m.color.r, m.color.g, m.color.b, m.color.a = (float(c) for c in spec.rgba)
+    m.points = points if points is not None else _points(spec.points)
     return m
+
+
+def _points(array) -> list[Point]:
+    return [Point(x=x, y=y, z=z) for x, y, z in array.tolist()]
+
+
+def markers_to_msg(specs: list[MarkerSpec], stamp: Time) -> MarkerArray:
+    """A MarkerArray; markers drawing the same point array share one converted point list."""
+    cache: dict[int, list[Point]] = {}
+    out = []
+    for s in specs:
+        pts = cache.get(id(s.points))
+        if pts is None and len(s.points):
+            pts = cache[id(s.points)] = _points(s.points)
+        out.append(marker_to_msg(s, stamp, pts))
+    return MarkerArray(markers=out)
 
 
 class VizNode(Node):
@@ -85,8 +104,7 @@ class VizNode(Node):
                               stamp_s=f"{stamp_s(msg.header.stamp):.6f}", rejected=self.counts["rejected"])
             return
         if want_markers:
-            self._markers_pub.publish(MarkerArray(markers=[marker_to_msg(s, msg.header.stamp)
-                                                           for s in plan_markers(plan, self.style)]))
+            self._markers_pub.publish(markers_to_msg(plan_markers(plan, self.style), msg.header.stamp))
             self.counts["markers"] += 1
         if want_overlay:
             obs = next((o for o in reversed(self._observations) if o.header.stamp == msg.header.stamp), None)
