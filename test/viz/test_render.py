@@ -141,14 +141,6 @@ def test_render_options_and_errors(plan_bag, tmp_path, capsys):
     assert "cam_side" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demos")
-    assert cli_main(["record-demos", "--task", "transfer_cube", "--episodes", "1", "--seed", "2", "--out", str(out),
-                     "--width", "64", "--height", "48", "--camera-rate", "2", "--keyframe-period", "1.0"]) == 0
-    return out / "transfer_cube_0002"
-
-
 def test_render_recorded_demo_draws_the_annotated_ground_truth(demo, tmp_path):
     res = render_bag(demo, tmp_path)
     ann = json.loads((demo.parent / "transfer_cube_0002.json").read_text())
