@@ -185,8 +185,10 @@ def test_bad_plan_warns_and_publishes_nothing_and_idle_plans_cost_nothing():
             assert spin_until(ex, lambda: viz.counts["rejected"] == 3, 10.0)
             warns = lambda: [d for d in probe.diags if d.level == DiagnosticStatus.WARN and "plan skipped" in d.message]
             assert spin_until(ex, lambda: len(warns()) >= 3, 10.0)
+            assert viz._diag.level("plan") == DiagnosticStatus.WARN
             probe.plan_pub.publish(_plan(5, [RIGHT]))
             assert spin_until(ex, lambda: probe.markers and probe.overlays, 10.0)
+            assert viz._diag.level("plan") == DiagnosticStatus.OK  # a drawable plan clears the WARN
     messages = " | ".join(d.message for d in warns())
     assert "NaN" in messages and "unknown kind" in messages and "uv length 2 does not match 2 points" in messages
     # only the good plan came out
