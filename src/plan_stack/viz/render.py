@@ -53,7 +53,8 @@ IMAGE_TYPE = "sensor_msgs/msg/Image"
 @dataclasses.dataclass
 class RenderResult:
     files: list[Path] = dataclasses.field(default_factory=list)
-    plans: int = 0  # plans read (after --every / --limit)
+    plans: int = 0  # plans (or ground-truth keyframes) read, after --every / --limit
+    source: str = "plans"  # what was drawn: "plans" or, for bags without plans, annotated "keyframes"
     skipped: list[str] = dataclasses.field(default_factory=list)  # why plans were not drawn
     with_truth: int = 0  # plans drawn with a ground-truth keyframe
 
@@ -155,7 +156,7 @@ def render_bag(bag: str | os.PathLike, out: str | os.PathLike, style: VizStyle =
         if not frames:
             raise VizError(f"bag: no camera images to draw the annotation on (camera {camera or ann['camera']['name']!r})")
         chosen = _select(truths, every, limit)
-        result.plans = len(chosen)
+        result.plans, result.source = len(chosen), "keyframes"
         for k, truth in enumerate(tqdm(chosen, desc="render", unit="keyframe", disable=not progress)):
             img_msg = _nearest(frames, truth.stamp_s, truth_tolerance_s)
             if img_msg is None:
@@ -208,5 +209,5 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for line in res.skipped:
         print(f"warning: {line}", file=sys.stderr)
-    print(f"{len(res.files)} pictures from {res.plans} plans ({res.with_truth} with ground truth) in {args.out}")
+    print(f"{len(res.files)} pictures from {res.plans} {res.source} ({res.with_truth} with ground truth) in {args.out}")
     return 0
