@@ -38,7 +38,8 @@ class _Bag:
         self.w = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
         self.w.open()
         self.conn = {t: self.w.add_connection(t, ty, typestore=self.ts) for t, ty in (
-            ("/plan", "plan_stack/msg/VisualPlan"), ("/observation", "plan_stack/msg/Observation"))}
+            ("/plan", "plan_stack/msg/VisualPlan"), ("/observation", "plan_stack/msg/Observation"),
+            ("/cameras/cam_high/image_raw", "sensor_msgs/msg/Image"))}
 
     def header(self, t, frame=""):
         sec = int(t)
@@ -58,6 +59,9 @@ class _Bag:
             images=[self.image(t, _image(seed)), self.image(t, _image(seed + 50))],
             source_stamps=[self.header(t).stamp] * 2, joint_state=js, max_skew=0.0, instruction="transfer")
         self._write("/observation", t, msg, "plan_stack/msg/Observation")
+
+    def camera(self, t, seed):
+        self._write("/cameras/cam_high/image_raw", t, self.image(t, _image(seed)), "sensor_msgs/msg/Image")
 
     def plan(self, t, prims, subtask="grasp"):
         T = self.T
@@ -160,3 +164,19 @@ def test_render_recorded_demo_draws_the_annotated_ground_truth(demo, tmp_path):
     assert checked > 0
     truths = truth_plans(ann)
     assert truths[0].primitives_3d[0].frame_id == "cam_high_optical_frame"
+
+
+def test_without_observations_the_raw_frame_with_the_plans_stamp_is_used(tmp_path):
+    bag = _Bag(tmp_path / "raw")
+    bag.camera(1.0, seed=7)
+    bag.camera(1.1, seed=8)
+    bag.plan(1.1, [("robot_2d3d", "right", RIGHT_PTS, RIGHT_UV)])
+    bag.plan(1.05, [("robot_2d3d", "right", RIGHT_PTS, RIGHT_UV)])  # no frame with this stamp
+    bag.close()
+    res = render_bag(tmp_path / "raw", tmp_path / "out")
+    assert [p.name for p in res.files] == ["plan3d_0000.png", "overlay_0001.png", "plan3d_0001.png"]
+    assert "plan 0 at 1.050 s: no image" in res.skipped[0]
+    img, src = _read_png(res.files[1]), _image(8)
+    assert tuple(img[40, 60]) == STYLE.rgb8_of("right")
+    changed = np.any(img != src, axis=2)
+    assert np.array_equal(img[~changed], src[~changed])

@@ -22,7 +22,7 @@ import numpy as np
 from plan_stack.viz.plan import PlanView, PrimitiveView, VizError, make_plan
 
 __all__ = ["plan_typestore", "bag_connections", "read_messages", "image_array", "annotation_for", "truth_plans",
-           "DRIVE_EGO_FRAME"]
+           "DRIVE_EGO_FRAME", "nearest"]
 
 #: Frame of driving waypoints (the planner's `drive_frame_id` default, the car's base frame).
 DRIVE_EGO_FRAME = "base_link"
@@ -133,3 +133,12 @@ def camera_topic(name: str) -> str:
 def camera_of_topic(topic: str) -> str | None:
     m = re.fullmatch(r"/?cameras/([^/]+)/image_raw", topic)
     return m.group(1) if m else None
+
+
+def nearest(items: list[tuple[float, object]], t: float, tolerance_s: float):
+    """The item of (time s, item) pairs whose time is nearest to `t`, if within `tolerance_s`; else None."""
+    if not items:
+        return None
+    times = np.array([x[0] for x in items])
+    k = int(np.argmin(np.abs(times - t)))
+    return items[k][1] if abs(times[k] - t) <= tolerance_s + 1e-9 else None

@@ -16,11 +16,11 @@ from typing import Sequence
 
 import numpy as np
 
-from plan_stack.viz.bag import image_array, truth_plans
+from plan_stack.viz.bag import image_array, nearest, truth_plans
 from plan_stack.viz.config import VizStyle
 from plan_stack.viz.overlay import draw_overlay, draw_text
 from plan_stack.viz.plan import VizError, check_plan
-from plan_stack.viz.render import _nearest, write_png
+from plan_stack.viz.render import write_png
 
 __all__ = ["demo_plan_picture"]
 
@@ -60,7 +60,7 @@ def demo_plan_picture(bag: str | os.PathLike, out_png: str | os.PathLike, *, tas
     frames = msgs[image_topic]
     tiles = []
     for truth in truth_plans(annotation):
-        img = _nearest(frames, truth.stamp_s, 0.5)
+        img = nearest(frames, truth.stamp_s, 0.5)
         if img is None:
             continue
         tile = draw_overlay(image_array(img), check_plan(truth), style, text=False)

@@ -2,9 +2,9 @@
 
 Bags with plans (plan_stack/msg/VisualPlan on any topic): for each plan,
 `overlay_NNNN.png` draws it on the image it was planned from (the
-Observation with the plan's stamp, its `--camera` or first image; without
-Observations, the raw `/cameras/<camera>/image_raw` frame with the plan's
-header stamp), and `plan3d_NNNN.png` plots its 3D primitives. When the bag
+Observation with the plan's stamp, its `--camera` or first image; for a
+plan without its Observation, the raw `/cameras/<camera>/image_raw` frame
+with the plan's header stamp), and `plan3d_NNNN.png` plots its 3D primitives. When the bag
 has an annotation (`<bag>.json` beside the folder, as `plan-stack
 record-demos` writes it, or `--annotation`), the keyframe within
 `--truth-tolerance` of the plan is drawn too: dashed in the 3D plot (with
@@ -34,13 +34,14 @@ from plan_stack.viz.bag import (
     camera_of_topic,
     camera_topic,
     image_array,
+    nearest,
     read_annotation,
     read_messages,
     truth_plans,
 )
 from plan_stack.viz.config import VizStyle, to_rgb8
 from plan_stack.viz.overlay import draw_overlay
-from plan_stack.viz.plan import PlanView, VizError, check_plan, plan_from_fields, stamp_s
+from plan_stack.viz.plan import VizError, check_plan, plan_from_fields, stamp_s
 from plan_stack.viz.plot import plot_plan_3d
 
 __all__ = ["add_arguments", "run", "render_bag", "RenderResult", "write_png"]
@@ -65,15 +66,6 @@ def write_png(path: Path, rgb: np.ndarray) -> Path:
     if not cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)):
         raise VizError(f"out: cannot write {path}")
     return path
-
-
-def _nearest(items: list[tuple[float, object]], t: float, tolerance_s: float):
-    """The item whose time is nearest to `t`, if within `tolerance_s`."""
-    if not items:
-        return None
-    times = np.array([x[0] for x in items])
-    k = int(np.argmin(np.abs(times - t)))
-    return items[k][1] if abs(times[k] - t) <= tolerance_s + 1e-9 else None
 
 
 def _select(items: list, every: int, limit: int) -> list:
@@ -122,20 +114,23 @@ def render_bag(bag: str | os.PathLike, out: str | os.PathLike, style: VizStyle =
         result.plans = len(plans)
         obs_topics = [t for t, ty in conns.items() if ty == OBSERVATION_TYPE]
         observations = {}
-        if obs_topics:
-            for topic, items in read_messages(bag, obs_topics).items():
-                for _, o in items:
-                    observations[(o.header.stamp.sec, o.header.stamp.nanosec)] = o
-            frames: list = []
-        else:
-            _, frames = _camera_frames(bag, conns, camera or (ann["camera"]["name"] if ann else None))
+        for items in read_messages(bag, obs_topics).values():
+            for _, o in items:
+                observations[(o.header.stamp.sec, o.header.stamp.nanosec)] = o
+        raw: dict[str, list] = {}  # raw camera frames, read on first need (plans without an Observation)
+
+        def frames() -> list:
+            if "frames" not in raw:
+                raw["frames"] = _camera_frames(bag, conns, camera or (ann["camera"]["name"] if ann else None))[1]
+            return raw["frames"]
+
         for k, msg in enumerate(tqdm(plans, desc="render", unit="plan", disable=not progress)):
             try:
                 plan = check_plan(plan_from_fields(msg))
             except VizError as exc:
                 result.skipped.append(f"plan {k} at {stamp_s(msg.header.stamp):.3f} s: {exc}")
                 continue
-            truth = _nearest(truth_items, plan.stamp_s, truth_tolerance_s)
+            truth = nearest(truth_items, plan.stamp_s, truth_tolerance_s)
             result.with_truth += truth is not None
             image = _plan_image(msg, observations, frames, camera)
             if image is not None:
@@ -158,7 +153,7 @@ def render_bag(bag: str | os.PathLike, out: str | os.PathLike, style: VizStyle =
         chosen = _select(truths, every, limit)
         result.plans, result.source = len(chosen), "keyframes"
         for k, truth in enumerate(tqdm(chosen, desc="render", unit="keyframe", disable=not progress)):
-            img_msg = _nearest(frames, truth.stamp_s, truth_tolerance_s)
+            img_msg = nearest(frames, truth.stamp_s, truth_tolerance_s)
             if img_msg is None:
                 result.skipped.append(f"keyframe {k} at {truth.stamp_s:.3f} s: no {name} frame within "
                                       f"{truth_tolerance_s} s")
@@ -171,7 +166,7 @@ def render_bag(bag: str | os.PathLike, out: str | os.PathLike, style: VizStyle =
     return result
 
 
-def _plan_image(msg, observations: dict, frames: list, camera: str | None) -> np.ndarray | None:
+def _plan_image(msg, observations: dict, frames, camera: str | None) -> np.ndarray | None:
     """The image a plan's uv refer to: its Observation's (camera or first) image, else the raw frame with its stamp."""
     key = (msg.header.stamp.sec, msg.header.stamp.nanosec)
     obs = observations.get(key)
@@ -181,7 +176,7 @@ def _plan_image(msg, observations: dict, frames: list, camera: str | None) -> np
         if name not in names:
             raise VizError(f"camera: {name!r} is not in the Observation's cameras {names}")
         return image_array(obs.images[names.index(name)])
-    img = _nearest(frames, stamp_s(msg.header.stamp), 0.0)
+    img = nearest(frames(), stamp_s(msg.header.stamp), 0.0)
     return None if img is None else image_array(img)
 
 
