@@ -14,8 +14,10 @@ in interleaved rounds in one process:
               camera set if it kept its `observation` subscription while the
               overlay is unwatched; it does not: it subscribes only while watched)
 
-Columns: mean/p95/worst per call in microseconds, `x_idle` (mean / idle mean)
-and `cpu_at_10hz_percent` (one core's share at 10 calls per second).
+Columns: mean/median/p95/worst per call in microseconds, `x_idle` (mean /
+idle mean), `x_idle_median` (median / idle median: robust to a loaded
+machine) and `cpu_at_10hz_percent` (one core's share at 10 calls per second,
+from the mean).
 
     python bench/viz.py [--reps 300] [--rounds 5] [--waypoints 10] [--json out.json]
 """
@@ -58,7 +60,8 @@ def _messages(waypoints: int, size: int, rng):
 
 def _stats(samples_s: list[float]) -> dict:
     us = np.asarray(samples_s) * 1e6
-    return {"mean_us": float(us.mean()), "p95_us": float(np.percentile(us, 95)), "worst_us": float(us.max())}
+    return {"mean_us": float(us.mean()), "median_us": float(np.median(us)), "p95_us": float(np.percentile(us, 95)),
+            "worst_us": float(us.max())}
 
 
 def main(argv=None) -> int:
@@ -124,15 +127,18 @@ def main(argv=None) -> int:
             if viz.counts["rejected"]:
                 raise RuntimeError("bench: the benchmark plan was rejected")
     idle = float(np.mean(samples["idle"]))
+    idle_median = float(np.median(samples["idle"]))
     rows = []
     for case, s in samples.items():
         row = {"case": case, "calls": len(s), "waypoints": args.waypoints, "image_px": args.size, **_stats(s)}
         row["x_idle"] = row["mean_us"] * 1e-6 / idle
+        row["x_idle_median"] = row["median_us"] * 1e-6 / idle_median
         row["cpu_at_10hz_percent"] = row["mean_us"] * 1e-6 * 10 * 100
         rows.append(row)
-    report(rows, ["case", "calls", "mean_us", "p95_us", "worst_us", "x_idle", "cpu_at_10hz_percent"], args.json,
-           formats={"mean_us": ".1f", "p95_us": ".1f", "worst_us": ".1f", "x_idle": ".1f",
-                    "cpu_at_10hz_percent": ".3f"})
+    report(rows, ["case", "calls", "mean_us", "median_us", "p95_us", "worst_us", "x_idle", "x_idle_median",
+                  "cpu_at_10hz_percent"], args.json,
+           formats={"mean_us": ".1f", "median_us": ".1f", "p95_us": ".1f", "worst_us": ".1f", "x_idle": ".1f",
+                    "x_idle_median": ".1f", "cpu_at_10hz_percent": ".3f"})
     return 0
 
 

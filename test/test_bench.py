@@ -27,7 +27,8 @@ CASES = {
                {"method", "sets_per_s", "matched_fraction", "latency_p50_ms", "latency_p99_ms", "e2e_p50_ms",
                 "e2e_p99_ms", "cpu_percent", "transport"}),
     "viz": (["--reps", "5", "--rounds", "1", "--warmup", "1"],
-            {"case", "calls", "mean_us", "p95_us", "worst_us", "x_idle", "cpu_at_10hz_percent"}),
+            {"case", "calls", "mean_us", "median_us", "p95_us", "worst_us", "x_idle", "x_idle_median",
+             "cpu_at_10hz_percent"}),
 }
 
 
