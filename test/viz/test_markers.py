@@ -66,3 +66,9 @@ def test_driving_text_floats_up_in_z():
     plan = make_plan(0.0, "keep lane", [PrimitiveView("drive_3d", "", "base_link", [[2, 0, 0], [4, 0, 0]])])
     text = M.plan_markers(plan, STYLE)[-1]
     assert text.frame_id == "base_link" and text.position == (2.0, 0.0, STYLE.text_offset_m)
+
+
+def test_points_primitive_is_a_set_not_a_path():
+    plan = make_plan(0.0, "", [PrimitiveView("points", "", "f", [[0, 0, 1], [0, 1, 1], [1, 0, 1]])])
+    (spheres,) = M.plan_markers(plan, STYLE)[1:]
+    assert spheres.type == M.SPHERE_LIST and len(spheres.points) == 3

@@ -4,7 +4,8 @@ visualization_msgs/Marker field by field.
 A plan becomes: one DELETEALL (so the previous plan's markers never linger,
 however many it had), then per 3D primitive a line strip through its points,
 a sphere list of its waypoints, a larger start sphere (whitened colour) and
-a larger end sphere (full colour), and one view-facing text marker with the
+a larger end sphere (full colour) (a `points` primitive, a set rather than
+a path, gets the sphere list only), and one view-facing text marker with the
 sub-task above the first point of the first 3D primitive. Points are copied
 unchanged in the primitive's own frame (camera optical frame for robots,
 ego frame for driving); nothing is transformed here.
@@ -60,15 +61,17 @@ def plan_markers(plan: PlanView, style: VizStyle) -> list[MarkerSpec]:
         white = tuple(c + (1.0 - c) * START_WHITEN for c in (r, g, b))
         common = dict(action=ADD, frame_id=prim.frame_id, stamp_s=plan.stamp_s)
         ns = f"{NAMESPACE}/{i}_{prim.kind}{'_' + prim.arm if prim.arm else ''}"
-        if len(pts) >= 2:
+        path = prim.kind != "points"  # a `points` primitive is a set, not a path: no line, no start/end
+        if path and len(pts) >= 2:
             out.append(MarkerSpec(ns=ns, type=LINE_STRIP, scale=(w, 0.0, 0.0), rgba=rgba, points=pts, role="line",
                                   **common))
         out.append(MarkerSpec(ns=ns, type=SPHERE_LIST, scale=(d, d, d), rgba=rgba, points=pts, role="waypoints",
                               **common))
-        out.append(MarkerSpec(ns=ns, type=SPHERE, scale=(e, e, e), rgba=(*white, a), position=tuple(pts[0]),
-                              role="start", **common))
-        out.append(MarkerSpec(ns=ns, type=SPHERE, scale=(e, e, e), rgba=rgba, position=tuple(pts[-1]),
-                              role="end", **common))
+        if path:
+            out.append(MarkerSpec(ns=ns, type=SPHERE, scale=(e, e, e), rgba=(*white, a), position=tuple(pts[0]),
+                                  role="start", **common))
+            out.append(MarkerSpec(ns=ns, type=SPHERE, scale=(e, e, e), rgba=rgba, position=tuple(pts[-1]),
+                                  role="end", **common))
     first = plan.primitives_3d[0] if plan.primitives_3d else None
     if plan.subtask and first is not None:
         x, y, z = (float(c) for c in first.points[0])

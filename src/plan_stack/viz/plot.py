@@ -41,9 +41,11 @@ def _draw(ax, prim: PrimitiveView, colour, truth: bool, drive: bool) -> np.ndarr
     # robots: plot (x, z, -y): x right, depth into the picture, image-up up; driving: (-y, x, z) seen from behind
     xyz = np.stack([-pts[:, 1], pts[:, 0], pts[:, 2]] if drive else [pts[:, 0], pts[:, 2], -pts[:, 1]], axis=1)
     label = f"{'truth' if truth else 'plan'} {prim.arm or prim.kind}"
-    ax.plot(*xyz.T, linestyle="--" if truth else "-", color=colour, linewidth=1.2 if truth else 2.0, label=label)
+    path = prim.kind != "points"  # a set of points, not a path: dots only
+    ax.plot(*xyz.T, linestyle=("--" if truth else "-") if path else "none", marker="" if path else "o",
+            color=colour, linewidth=1.2 if truth else 2.0, label=label)
     ax.scatter(*xyz.T, color=colour, s=8 if truth else 14, depthshade=False)
-    if not truth:
+    if not truth and path:
         ax.scatter(*xyz[0], s=90, facecolors="none", edgecolors=[colour], linewidths=1.5, depthshade=False)
         ax.scatter(*xyz[-1], s=60, color=colour, depthshade=False)
     return xyz
