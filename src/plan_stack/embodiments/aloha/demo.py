@@ -6,7 +6,9 @@ Brings up `aloha_sim` and `aloha_bridge` in this process (real rclpy nodes
 over DDS, on sim time), plans the scripted expert, retimes its joint path to
 the bridge's limits, sends it as one `ExecuteTrajectory` goal, records the
 graph's topics into `DIR/demo_<task>_<seed>/` (rosbag2 MCAP) and writes a
-contact sheet of camera frames `DIR/demo_<task>_<seed>.png`. Prints whether
+contact sheet of camera frames `DIR/demo_<task>_<seed>.png` and a plan
+picture `DIR/demo_<task>_<seed>_plan.png` (each sub-task's future gripper
+paths drawn on cam_high, `plan_stack.viz.episode`). Prints whether
 the task was solved (ground-truth reward 4); exit status 0 on success.
 """
 from __future__ import annotations
