@@ -25,6 +25,7 @@ NODES: dict[str, str] = {
     "ingest": "plan_stack.ingest.node:main",
     "stitcher": "plan_stack.trajectory.node:main",
     "chunker": "plan_stack.actions.node:main",
+    "planner": "plan_stack.planning.node:main",
 }
 
 # Node classes for in-process bring-up, keyed like NODES.
@@ -38,6 +39,7 @@ NODE_CLASSES: dict[str, str] = {
     "ingest": "plan_stack.ingest.node:IngestNode",
     "stitcher": "plan_stack.trajectory.node:StitcherNode",
     "chunker": "plan_stack.actions.node:ChunkerNode",
+    "planner": "plan_stack.planning.node:PlannerNode",
 }
 
 # Commands installed to bin/.
