@@ -245,3 +245,18 @@ def test_bad_model_dir_or_parameters_stop_the_node(tmp_path, model_dir):
             PlannerNode(context=ctx, parameter_overrides=_params(model_dir, cameras=["cam_a"]))
         with pytest.raises(ParameterError, match="decoder"):
             PlannerNode(context=ctx, parameter_overrides=_params(model_dir, decoder="beam"))
+
+
+@pytest.mark.parametrize("robot, camera", [("aloha", "cam_high"), ("franka", "external"), ("drive", "front")])
+def test_robot_configs_give_the_planner_valid_parameters(robot, camera):
+    from plan_stack.config import from_mapping
+    from plan_stack.planning.node import PlannerNodeConfig
+    from plan_stack.planning.runtime import RuntimeConfig
+    from plan_stack.robot_config import load_robot_config
+
+    spec = next(n for n in load_robot_config(robot).nodes if n.executable == "planner")
+    params = {k: v for k, v in spec.parameters.items() if k != "use_sim_time"}
+    node_keys = set(PlannerNodeConfig.__dataclass_fields__)
+    node_cfg = from_mapping(PlannerNodeConfig, {k: v for k, v in params.items() if k in node_keys})
+    runtime_cfg = from_mapping(RuntimeConfig, {k: v for k, v in params.items() if k not in node_keys})
+    assert node_cfg.model_dir == robot and runtime_cfg.cameras == (camera,) and runtime_cfg.decoder == "vflash"
