@@ -47,9 +47,10 @@ class RecorderNode(Node):
     """Subscribes raw to the wanted topics as they appear and writes every message to the bag."""
 
     def __init__(self, writer: SplitBagWriter, topics: frozenset[str] | None, discovery_period_s: float = 0.2,
-                 **kwargs: Any) -> None:
+                 on_message: Callable[[], None] | None = None, **kwargs: Any) -> None:
         super().__init__("recorder", **kwargs)
         self.writer = writer
+        self._on_message = on_message
         self._requested = topics
         self._subs: dict[str, Any] = {}
         self.skipped: dict[str, str] = {}
