@@ -138,3 +138,16 @@ def test_bad_arguments_exit_2(tmp_path, demo):
     assert main(["eval", str(demo), "--out", str(tmp_path), "--set", "nonode.x=1", "--no-pictures"]) == 2
     assert main(["eval", "--out", str(tmp_path)]) == 2
     assert main(["eval", str(demo), "--out", str(tmp_path), "--set", "bad"]) == 2
+
+
+def test_realtime_mode_plays_at_bag_rate_and_reports_drops(demo, overrides, tmp_path):
+    out = tmp_path / "rt"
+    args = ["eval", str(demo), "--out", str(out), "--mode", "realtime", "--no-pictures"]
+    for item in overrides:
+        args += ["--set", item]
+    assert main(args) == 0
+    (bag,) = json.loads((out / "report.json").read_text())["bags"]
+    assert bag["replay"]["mode"] == "realtime" and bag["replay"]["sets_published"] == bag["counts"]["camera_sets"]
+    # nothing waits: whatever the graph could not keep up with is counted, not hidden
+    assert bag["counts"]["dropped_sets"] == bag["counts"]["camera_sets"] - bag["counts"]["observations"]
+    assert bag["counts"]["plans"] >= 1 and bag["latency_ms"]["planner"]["count"] >= 1

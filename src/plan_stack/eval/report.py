@@ -196,9 +196,12 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
             missing.append("limit compliance: the robot config's stitcher has no v_max/a_max")
         else:
             names, lim = limits
-            ratios, violations = [], 0
+            ratios, violations, unchecked = [], 0, 0
             for (_, m), t in zip(trajs, tr):
-                idx = [list(m.joint_names).index(n) for n in names if n in m.joint_names]
+                if not set(names) <= set(m.joint_names) or not t.positions.size:
+                    unchecked += 1
+                    continue
+                idx = [list(m.joint_names).index(n) for n in names]
                 sub = M.Trajectory(t.stamp_s, t.times_s, t.positions[:, idx],
                                    t.velocities[:, idx] if t.velocities.size else t.velocities,
                                    t.accelerations[:, idx] if t.accelerations.size else t.accelerations)
@@ -207,6 +210,9 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
                 violations += int(r["violated"])
             report["trajectories"]["limit_ratio"] = M.summarize(ratios)
             report["trajectories"]["limit_violations"] = violations
+            report["trajectories"]["limit_unchecked"] = unchecked
+            if unchecked:
+                missing.append(f"limit compliance: {unchecked} trajectories lack the stitcher's joints or positions")
     else:
         missing.append("trajectories: the stitcher published none")
     # latency: camera set published (wall) -> output received (wall, recorder clock)
