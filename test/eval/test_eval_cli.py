@@ -79,7 +79,10 @@ def test_replay_report_html_and_conditions(demo, overrides, tmp_path):
     acc = bag["plan_accuracy"]
     assert acc["paired_keyframes"] > 0 and acc["ade_3d_m"]["count"] > 0 and 0.0 <= acc["sr_10cm"] <= 1.0
     assert "box F1: the plans carry no boxes" in bag["not_computed"]  # said, not reported as 0
+    assert bag["bridge"]["refused"] >= 0  # the dry-run bridge validated the trajectories (its verdicts recorded)
     assert (out / demo.name / "outputs" / "metadata.yaml").is_file()
+    graph = (out / demo.name / "graph.yaml").read_text()
+    assert "__ns: /dry_run" in graph  # the bridge's commands go nowhere
     assert doc["aggregate"]["bags"] == 1
     _check_html_in_chromium(out / "report.html", tmp_path)
 

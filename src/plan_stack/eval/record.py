@@ -47,7 +47,7 @@ class RecorderNode(Node):
     """Subscribes raw to the wanted topics as they appear and writes every message to the bag."""
 
     def __init__(self, writer: SplitBagWriter, topics: frozenset[str] | None, discovery_period_s: float = 0.2,
-                 on_message: Callable[[], None] | None = None, **kwargs: Any) -> None:
+                 on_message: Callable[[str], None] | None = None, **kwargs: Any) -> None:
         super().__init__("recorder", **kwargs)
         self.writer = writer
         self._on_message = on_message

@@ -16,8 +16,11 @@ Two modes:
 * `realtime`: the bag is played at its own rate (times `rate`); nothing
   waits, so drops and latency are what a robot would see on this machine.
 
-Bridges are not started: trajectories are validated offline against the
-stitcher's limits (see `eval.report`), so nothing moves.
+Bridges run dry: the robot config's bridge node starts in the namespace
+`/dry_run` with only its inputs remapped to the graph (`/trajectory`,
+`/joint_states` from the bag, `/plan`, `/odom`), so it validates every
+trajectory exactly as on the robot (refusals appear in `/diagnostics`) while
+its commands go to `/dry_run/...` topics that nothing follows: nothing moves.
 """
 from __future__ import annotations
 
@@ -37,8 +40,15 @@ import yaml
 __all__ = ["EvalError", "ReplayConfig", "SensorMessage", "read_sensor_messages", "replay_bag", "GRAPH_NODES",
            "OUTPUT_TOPICS"]
 
-#: executables of the evaluated graph (others in the robot config are not started)
+#: executables of the evaluated graph (others in the robot config are not started); bridges run dry
 GRAPH_NODES = ("ingest", "planner", "chunker", "stitcher")
+DRY_RUN_NAMESPACE = "/dry_run"
+#: a dry-run bridge reads the graph's topics; everything else it touches stays in its namespace
+_BRIDGE_INPUTS = {"trajectory": "/trajectory", "joint_states": "/joint_states", "plan": "/plan", "odom": "/odom"}
+
+
+def is_evaluated(executable: str) -> bool:
+    return executable in GRAPH_NODES or executable.endswith("_bridge")
 #: what the recorder keeps from the graph
 OUTPUT_TOPICS = ("/observation", "/plan", "/plan_features", "/action_chunk", "/trajectory", "/diagnostics")
 _SENSOR_SUFFIXES = ("/image_raw", "/camera_info", "/compressed")
@@ -120,7 +130,7 @@ def evaluated_nodes(robot: str) -> set[str]:
     """Names of the robot config's nodes that the replay starts."""
     from plan_stack.robot_config import load_robot_config
 
-    return {spec.name for spec in load_robot_config(robot).nodes if spec.executable in GRAPH_NODES}
+    return {spec.name for spec in load_robot_config(robot).nodes if is_evaluated(spec.executable)}
 
 
 def graph_config(cfg: ReplayConfig, path: Path) -> Path:
@@ -130,20 +140,23 @@ def graph_config(cfg: ReplayConfig, path: Path) -> Path:
     robot = load_robot_config(cfg.robot)
     nodes: dict[str, Any] = {}
     for spec in robot.nodes:
-        if spec.executable not in GRAPH_NODES:
+        if not is_evaluated(spec.executable):
             continue
         params = dict(spec.parameters)
         if cfg.mode == "deterministic" and spec.executable == "planner":
             params["replan_period_s"] = 0.0
         params.update(cfg.overrides.get(spec.name, {}))
         nodes[spec.name] = {"executable": spec.executable, "parameters": params}
-        if spec.remappings:
-            nodes[spec.name]["remappings"] = dict(spec.remappings)
+        remappings = dict(spec.remappings)
+        if spec.executable.endswith("_bridge"):
+            remappings.update({"__ns": DRY_RUN_NAMESPACE, **_BRIDGE_INPUTS})
+        if remappings:
+            nodes[spec.name]["remappings"] = remappings
     unknown = set(cfg.overrides) - set(nodes)
     if unknown:
         raise EvalError(f"--set names nodes that are not evaluated: {sorted(unknown)} (evaluated: {sorted(nodes)})")
-    missing = [n for n in GRAPH_NODES if n not in {v["executable"] for v in nodes.values()}]
-    if "ingest" in missing or "planner" in missing:
+    missing = [n for n in ("ingest", "planner") if n not in {v["executable"] for v in nodes.values()}]
+    if missing:
         raise EvalError(f"{robot.path}: the evaluated graph needs {missing} (not in the robot config)")
     path.write_text(yaml.safe_dump({"common": {"use_sim_time": True}, "nodes": nodes}, sort_keys=False))
     return path
@@ -203,8 +216,10 @@ class _Player:
     def _stamp(msg) -> float:
         return round(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9, 6)
 
-    def _touch(self) -> None:
-        self.last_output = time.monotonic()
+    def _touch(self, topic: str = "") -> None:
+        """An output arrived; periodic diagnostics do not count (the graph is settled between them)."""
+        if topic != "/diagnostics":
+            self.last_output = time.monotonic()
 
     def _on_obs(self, msg) -> None:
         with self.lock:
@@ -235,10 +250,33 @@ class _Player:
         with self.lock:
             return predicate()
 
-    def graph_ready(self) -> bool:
-        """Every graph input is subscribed (the graph process is up)."""
-        return all(self.node.count_subscribers(t) > 0 for t in self.pubs if t.endswith("/image_raw")) \
-            and self.node.count_subscribers("/clock") > 0 and self.node.count_publishers("/trajectory") > 0
+    def wait_for_graph(self, nodes: dict[str, str], timeout_s: float, alive: Callable[[], bool]) -> list[str]:
+        """Wait until every node answers its parameter service (so its executor spins) and the cameras are
+        subscribed; returns the nodes that did not answer. `nodes`: name -> namespace.
+
+        Sim time stands still until the replay starts, so timers (diagnostics) cannot tell that a node spins.
+        """
+        from rcl_interfaces.srv import ListParameters
+
+        deadline = time.monotonic() + timeout_s
+        pending = dict(nodes)
+        clients = {n: self.node.create_client(ListParameters, f"{ns.rstrip('/')}/{n}/list_parameters")
+                   for n, ns in nodes.items()}
+        calls: dict[str, Any] = {}
+        while pending and time.monotonic() < deadline and alive():
+            for name in list(pending):
+                client = clients[name]
+                if name not in calls and client.service_is_ready():
+                    calls[name] = client.call_async(ListParameters.Request())
+                if name in calls and calls[name].done():
+                    del pending[name]
+            time.sleep(0.05)
+        while time.monotonic() < deadline and alive() and not all(
+                self.node.count_subscribers(t) > 0 for t in self.pubs if t.endswith("/image_raw")):
+            time.sleep(0.05)
+        for client in clients.values():
+            self.node.destroy_client(client)
+        return sorted(pending)
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=2.0)
@@ -280,9 +318,12 @@ def replay_bag(bag: str | os.PathLike, out_dir: str | os.PathLike, cfg: ReplayCo
     counters = {"camera_sets": len(steps), "sets_published": 0, "observation_timeouts": 0, "plan_timeouts": 0,
                 "mode": cfg.mode, "graph_exit": None}
     try:
-        if not player.wait(lambda: player.graph_ready() or proc.poll() is not None, cfg.startup_timeout_s) \
-                or proc.poll() is not None:
-            raise EvalError(f"the graph did not start (exit {proc.poll()}); see {out / 'graph.log'}")
+        graph = yaml.safe_load(config_path.read_text())["nodes"]
+        nodes = {name: spec.get("remappings", {}).get("__ns", "/") for name, spec in graph.items()}
+        silent = player.wait_for_graph(nodes, cfg.startup_timeout_s, lambda: proc.poll() is None)
+        if silent or proc.poll() is not None:
+            raise EvalError(f"the graph did not start (exit {proc.poll()}, nodes not spinning: {silent}); "
+                            f"see {out / 'graph.log'}")
         player.set_clock(messages[0].t_s)
         time.sleep(0.2)  # latched /clock reaches every node before the first sensor message
         if cfg.mode == "deterministic":

@@ -215,12 +215,33 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
                 missing.append(f"limit compliance: {unchecked} trajectories lack the stitcher's joints or positions")
     else:
         missing.append("trajectories: the stitcher published none")
+    # the dry-run bridge: every trajectory it refused (its validation is the robot's)
+    bridge = _bridge_verdicts(msgs.get("/diagnostics", []))
+    if bridge is None:
+        missing.append("bridge dry run: no bridge diagnostics recorded")
+    else:
+        report["bridge"] = bridge
     # latency: camera set published (wall) -> output received (wall, recorder clock)
     report["latency_ms"] = _latencies(msgs, counters.get("published_sets_wall", {}))
     report["not_computed"] = missing
     if pictures_dir is not None:
         report["pictures"] = _pictures(bag, outputs, report, Path(pictures_dir), msgs)
     return report
+
+
+def _bridge_verdicts(diagnostics: list) -> dict[str, Any] | None:
+    """Refusals the dry-run bridge reported (ERROR statuses published at once with the reason)."""
+    seen, refused, reasons = False, 0, {}
+    for _, arr in diagnostics:
+        for st in arr.status:
+            if "_bridge:" not in st.name:
+                continue
+            seen = True
+            if st.level >= 2 and "rejected" in st.message:
+                refused += 1
+                key = st.message.split(":", 2)[1].strip() if st.message.count(":") >= 2 else st.message
+                reasons[key[:80]] = reasons.get(key[:80], 0) + 1
+    return {"refused": refused, "reasons": reasons} if seen else None
 
 
 def _trajectory(m) -> M.Trajectory:
