@@ -17,6 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train-action-head": ("plan_stack.actions.train_cli", "train the flow-matching action head (resumable)"),
     "train-drafter": ("plan_stack.planning.train_cli", "train the VFlash drafter for a target (resumable)"),
     "render": ("plan_stack.viz.render", "PNG pictures of the plans in a bag (overlays, 3D plots vs ground truth)"),
+    "eval": ("plan_stack.eval.cli", "replay bags through the real nodes: metrics, report.json + report.html"),
+    "record": ("plan_stack.eval.record", "record live topics to a rosbag2 MCAP bag (Ctrl-C closes it)"),
 }
 
 

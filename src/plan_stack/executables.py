@@ -25,6 +25,7 @@ NODES: dict[str, str] = {
     "ingest": "plan_stack.ingest.node:main",
     "stitcher": "plan_stack.trajectory.node:main",
     "chunker": "plan_stack.actions.node:main",
+    "planner": "plan_stack.planning.node:main",
     "viz": "plan_stack.viz.node:main",
 }
 
@@ -39,6 +40,7 @@ NODE_CLASSES: dict[str, str] = {
     "ingest": "plan_stack.ingest.node:IngestNode",
     "stitcher": "plan_stack.trajectory.node:StitcherNode",
     "chunker": "plan_stack.actions.node:ChunkerNode",
+    "planner": "plan_stack.planning.node:PlannerNode",
     "viz": "plan_stack.viz.node:VizNode",
 }
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -141,7 +141,7 @@ class DecodeResult:
     primitives: list[L.PrimitiveFields]
     features: torch.Tensor  # [n, H] target last hidden states over the primitive positions that were fed
     stats: DecodeStats
-    stop_reason: str  # "eos", "budget"
+    stop_reason: str  # "eos", "budget", "cancelled"
     decoder: str
     errors: list[str]
     spans: list[PrimitiveSpan]
@@ -233,7 +233,8 @@ class Decoder:
 
     def generate(self, prompt: Prompt | str, images: Sequence[np.ndarray] = (), budget: int | None = None,
                  decoder: str | None = None, image_size: tuple[int, int] | None = None,
-                 response_prefix: str | Sequence[int] = ()) -> DecodeResult:
+                 response_prefix: str | Sequence[int] = (), on_text: Callable[[str], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> DecodeResult:
         """Decode one response.
 
         `image_size` (W, H) converts 2D coordinates to pixels (default: the
@@ -241,6 +242,9 @@ class Decoder:
         and the primitive start token, as in the paper's latency runs): it is
         committed as if generated, runs inside the prefill, counts towards the
         budget and is reported as `stats.tokens_supplied`, not as decoded.
+        `on_text(subtask_so_far)` is called after each step that extends the
+        sub-task text; `should_stop()` is polled after each step and ends
+        decoding with `stop_reason == "cancelled"`.
         """
         mode = decoder or self.config.decoder
         if mode not in DECODERS:
@@ -258,6 +262,7 @@ class Decoder:
         if len(prefix) >= budget:
             raise PlanningError(f"response_prefix ({len(prefix)} tokens) leaves no budget ({budget})")
         run = _Run(self, prompt, budget, mode, prefix)
+        run.on_text, run.should_stop = on_text, should_stop
         return run.execute(image_size or prompt.image_size)
 
 
@@ -279,6 +284,9 @@ class _Run:
         self._attempted = False  # VFlash primitive path already tried for the open primitive
         self._eos = set(self.vocab.eos_ids)
         self.base_length = prompt.input_ids.numel()  # cache length before any output token
+        self.on_text: Callable[[str], None] | None = None
+        self.should_stop: Callable[[], bool] | None = None
+        self._text_end = 0  # output tokens already reported to on_text
 
     # -- committing ---------------------------------------------------------------------
     def commit(self, tok: int) -> None:
@@ -481,9 +489,22 @@ class _Run:
                 st.decode_primitive_ms += dt
             else:
                 st.decode_text_ms += dt
+            self._progress()
         if self._open is not None:
             self.errors.append(f"primitive at output {self._open.start} unfinished at stop ({self.stop})")
         return self._result(image_size)
+
+    def _progress(self) -> None:
+        """Sub-task text so far to `on_text` (until the first tool call / primitive); cancel check."""
+        if self.on_text is not None and self._text_end >= 0 and len(self.tokens) > self._text_end:
+            specials = {self.vocab[V.TOOL_CALL_START]} | set(self.vocab.start_ids)
+            end = next((i for i, t in enumerate(self.tokens) if t in specials), -1)
+            text = self.target.tokenizer.decode(self.tokens[:end if end >= 0 else len(self.tokens)],
+                                                skip_special_tokens=True).strip()
+            self._text_end = -1 if end >= 0 else len(self.tokens)
+            self.on_text(text)
+        if not self.stop and self.should_stop is not None and self.should_stop():
+            self.stop = "cancelled"
 
     def _result(self, image_size: tuple[int, int] | None) -> DecodeResult:
         tok = self.target.tokenizer

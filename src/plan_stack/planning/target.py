@@ -40,6 +40,48 @@ class Prompt:
     pixel_values: torch.Tensor | None = None  # [patches, C*t*p*p]
     image_grid_thw: torch.Tensor | None = None  # [images, 3]
     image_size: tuple[int, int] | None = None  # (width, height) of the first image, pixels
+    # Non-empty: a streaming prompt (`input_ids` = the frames' ids, then the text); each frame
+    # attends only to itself, the text to everything, and frames already encoded are reused.
+    frames: tuple["FrameSegment", ...] = ()
+
+
+@dataclasses.dataclass
+class FrameSegment:
+    """One observation's images in a streaming prompt, preprocessed once.
+
+    `key` identifies the frame across plans (the adapter caches its KV under it).
+    """
+
+    key: int
+    input_ids: torch.Tensor  # [n] vision_start, image_pad x m, vision_end per camera
+    pixel_values: torch.Tensor  # [patches, C*t*p*p]
+    image_grid_thw: torch.Tensor  # [cameras, 3]
+    image_size: tuple[int, int]  # (width, height) of the first image
+
+
+@dataclasses.dataclass
+class PrefillCounts:
+    """Work of the last prefill, to report what streaming saved."""
+
+    prompt_tokens: int = 0  # positions in the prompt (frames + text)
+    prefilled_tokens: int = 0  # positions run through the target this time
+    frames: int = 0  # frames in the prompt (0: a plain prompt)
+    frames_encoded: int = 0  # frames run through the vision encoder this time
+
+    @property
+    def saved_fraction(self) -> float:
+        return 1.0 - self.prefilled_tokens / max(self.prompt_tokens, 1)
+
+
+@dataclasses.dataclass
+class _FrameKV:
+    """A frame's KV, computed alone at canonical positions (its first token at position 0)."""
+
+    keys: list[torch.Tensor]  # per layer [1, kv_heads, n, head_dim], rotated for `positions`
+    values: list[torch.Tensor]  # per layer [1, kv_heads, n, head_dim]
+    features: torch.Tensor  # [n, 5H]
+    last_hidden: torch.Tensor  # [n, H]
+    positions: torch.Tensor  # [3, 1, n] (t, h, w) positions the keys are rotated for
 
 
 @dataclasses.dataclass
@@ -90,6 +132,10 @@ class TargetAdapter:
         self.cache = None
         self._rope_delta = 0
         self.prompt_length = 0
+        #: streaming: reuse the KV of frames kept from the previous prefill (False: recompute every frame)
+        self.reuse_frames = True
+        self._frames: dict[int, _FrameKV] = {}
+        self.last_prefill = PrefillCounts()
 
     # -- inputs --------------------------------------------------------------------
     def encode_prompt(self, text: str, images: Sequence[np.ndarray] = ()) -> Prompt:
@@ -116,6 +162,26 @@ class TargetAdapter:
                 ids += [tok.convert_tokens_to_ids(V.VISION_END)]
         ids += self.tokenizer.encode(text, add_special_tokens=False)
         return Prompt(torch.tensor(ids, dtype=torch.long), pixel_values, grid, size)
+
+    def encode_frame(self, key: int, images: Sequence[np.ndarray]) -> FrameSegment:
+        """One observation's images (HxWx3 uint8, cameras in prompt order) as a streaming frame."""
+        if not images:
+            raise PlanningError("a frame needs at least one image")
+        p = self.encode_prompt("", images)
+        return FrameSegment(key, p.input_ids, p.pixel_values, p.image_grid_thw, p.image_size)
+
+    def streaming_prompt(self, text: str, frames: Sequence[FrameSegment]) -> Prompt:
+        """Frames (oldest first) then `text`: the same token ids as `encode_prompt` of all their images."""
+        if not frames:
+            raise PlanningError("a streaming prompt needs at least one frame")
+        ids = torch.cat([f.input_ids for f in frames] + [torch.tensor(
+            self.tokenizer.encode(text, add_special_tokens=False), dtype=torch.long)])
+        return Prompt(ids, None, torch.cat([f.image_grid_thw for f in frames]), frames[0].image_size,
+                      tuple(frames))
+
+    def clear_frames(self) -> None:
+        """Forget cached frames (the next streaming prefill encodes every frame)."""
+        self._frames = {}
 
     # -- core ----------------------------------------------------------------------
     @property
@@ -146,6 +212,10 @@ class TargetAdapter:
         ids = prompt.input_ids.view(-1)
         if ids.numel() == 0:
             raise PlanningError("empty prompt")
+        if prompt.frames:
+            return self._prefill_frames(prompt)
+        self._frames = {}
+        self.last_prefill = PrefillCounts(ids.numel(), ids.numel(), 0, 0)
         self.cache = DynamicCache()
         t_len = ids.numel()
         extra: dict[str, Any] = {}
@@ -174,6 +244,93 @@ class TargetAdapter:
         step.vision_ms = vision_ms
         self.prompt_length = t_len
         return step
+
+    # -- streaming (FlashDrive) --------------------------------------------------------
+    def _prefill_frames(self, prompt: Prompt) -> StepOut:
+        """Prefill a streaming prompt, encoding only frames not cached from the previous prefill.
+
+        Structure: each frame's tokens attend only to themselves (causally), the
+        text after the frames attends to everything. A frame's KV then depends
+        on nothing but the frame, and RoPE is relative, so a cached frame moved
+        to another slot of the window only needs its keys re-rotated by the
+        position shift (uniform over the t, h, w axes: every Qwen3-VL image
+        block is offset by the same amount on all three); values, features
+        and hidden states are unchanged. Positions are those of the plain
+        prompt (`get_rope_index` over the whole window).
+        """
+        from transformers import DynamicCache
+
+        if not self.is_vl:
+            raise PlanningError("streaming prompts need a VL target")
+        ids = prompt.input_ids.view(-1)
+        n_frames = sum(f.input_ids.numel() for f in prompt.frames)
+        text = ids[n_frames:]
+        if text.numel() == 0:
+            raise PlanningError("a streaming prompt needs text after the frames")
+        mm = (ids == self.model.config.image_token_id).int().view(1, -1)
+        grids = torch.cat([f.image_grid_thw for f in prompt.frames])
+        pos3, delta = self.base.get_rope_index(ids.view(1, -1), mm_token_type_ids=mm, image_grid_thw=grids)
+        self._rope_delta = int(delta.view(-1)[0])
+        keys: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
+        values: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
+        feats, lasts, kept = [], [], {}
+        vision_ms, encoded, prefilled, start = 0.0, 0, text.numel(), 0
+        for f in prompt.frames:
+            n = f.input_ids.numel()
+            kv = kept.get(f.key) or (self._frames.get(f.key) if self.reuse_frames else None)
+            if kv is None:
+                kv, ms = self._encode_frame(f)
+                vision_ms, encoded, prefilled = vision_ms + ms, encoded + 1, prefilled + n
+            shift = pos3[:, :, start:start + n] - kv.positions
+            s = int(shift.view(-1)[0])
+            if not bool((shift == s).all()):
+                raise PlanningError("frame positions shift non-uniformly; the frame cannot be reused")
+            for layer in range(self.num_layers):
+                keys[layer].append(self._rotate(kv.keys[layer], s) if s else kv.keys[layer])
+                values[layer].append(kv.values[layer])
+            feats.append(kv.features)
+            lasts.append(kv.last_hidden)
+            kept[f.key] = kv
+            start += n
+        self._frames = kept if self.reuse_frames else {}
+        self.cache = DynamicCache()
+        for layer in range(self.num_layers):
+            self.cache.update(torch.cat(keys[layer], 2), torch.cat(values[layer], 2), layer)
+        position_ids = torch.cat([torch.arange(start, ids.numel()).view(1, 1, -1), pos3[:, :, start:]], 0)
+        step = self._run(text, position_ids)
+        self.prompt_length = ids.numel()
+        self.last_prefill = PrefillCounts(ids.numel(), prefilled, len(prompt.frames), encoded)
+        return StepOut(logits=step.logits, features=torch.cat(feats + [step.features]),
+                       last_hidden=torch.cat(lasts + [step.last_hidden]), vision_ms=vision_ms)
+
+    def _encode_frame(self, f: FrameSegment) -> tuple[_FrameKV, float]:
+        """Vision encoder + prefill of one frame alone, at canonical positions."""
+        from transformers import DynamicCache
+
+        ids = f.input_ids.view(1, -1)
+        t0 = time.perf_counter()
+        vis = self.base.get_image_features(f.pixel_values.to(self.dtype), f.image_grid_thw, return_dict=True)
+        vision_ms = (time.perf_counter() - t0) * 1e3
+        mm = (ids == self.model.config.image_token_id).int()
+        pos3, _ = self.base.get_rope_index(ids, mm_token_type_ids=mm, image_grid_thw=f.image_grid_thw)
+        position_ids = torch.cat([torch.arange(ids.shape[1]).view(1, 1, -1), pos3], 0)
+        cache = DynamicCache()
+        out = self.base(input_ids=ids, position_ids=position_ids, cache=cache, use_cache=True,
+                        output_hidden_states=True, mm_encoder_outputs={"image": vis},
+                        image_grid_thw=f.image_grid_thw)
+        hs = out.hidden_states
+        feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)
+        kv = _FrameKV([c.keys for c in cache.layers], [c.values for c in cache.layers], feats,
+                      out.last_hidden_state[0], pos3)
+        return kv, vision_ms
+
+    def _rotate(self, keys: torch.Tensor, shift: int) -> torch.Tensor:
+        """Keys [1, h, n, d] rotated by `shift` positions on every (t, h, w) axis: RoPE(p) -> RoPE(p + shift)."""
+        rotary = self.base.language_model.rotary_emb
+        cos, sin = rotary(keys, torch.full((3, 1, 1), shift, dtype=torch.long))  # [1, 1, d]
+        half = keys.shape[-1] // 2
+        rotated = torch.cat((-keys[..., half:], keys[..., :half]), dim=-1)
+        return keys * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor | Sequence[int]) -> StepOut:

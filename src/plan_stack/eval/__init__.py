@@ -1,0 +1,1 @@
+"""Evaluation: recording live topics, replaying bags through the graph, metrics and reports."""
