@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                      "record scripted demonstrations, --robot aloha|franka|drive (MCAP + annotations)"),
     "train-action-head": ("plan_stack.actions.train_cli", "train the flow-matching action head (resumable)"),
     "train-drafter": ("plan_stack.planning.train_cli", "train the VFlash drafter for a target (resumable)"),
+    "export": ("plan_stack.engines.export_cli", "export a robot's fixed-shape models to ONNX (+ engines.json)"),
 }
 
 
