@@ -30,6 +30,7 @@ setup(
         "test": ["pytest", "hypothesis"],
         "trajectory": ["osqp>=1.0", "ruckig>=0.12", "scipy"],
         "models": ["torch", "transformers>=4.57", "safetensors", "tokenizers"],
+        "engines": ["onnx>=1.17", "onnxruntime>=1.20"],
         "sim": ["mujoco>=3.2", "gym-aloha", "rosbags", "opencv-python-headless<5"],
     },
     data_files=[

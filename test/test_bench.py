@@ -22,6 +22,8 @@ CASES = {
     "stitch": (["--reps", "5", "--warmup", "1", "--dof", "12"],
                {"backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "rms_error", "max_v_ratio",
                 "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "x_per_sample"}),
+    "engines": (["--reps", "2", "--context", "16", "--image-px", "64"],
+                {"model", "backend", "p50_ms", "p95_ms", "max_abs_diff", "speedup_vs_eager", "note"}),
     "sim": (["--seconds", "0.05"], {"sim", "cameras", "width", "height", "steps_per_s", "sets_per_s"}),
     "ingest": (["--duration", "1.5", "--warmup", "0.3", "--methods", "sync,naive", "--transports", "default"],
                {"method", "sets_per_s", "matched_fraction", "latency_p50_ms", "latency_p99_ms", "e2e_p50_ms",

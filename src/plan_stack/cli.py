@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "render": ("plan_stack.viz.render", "PNG pictures of the plans in a bag (overlays, 3D plots vs ground truth)"),
     "eval": ("plan_stack.eval.cli", "replay bags through the real nodes: metrics, report.json + report.html"),
     "record": ("plan_stack.eval.record", "record live topics to a rosbag2 MCAP bag (Ctrl-C closes it)"),
+    "export": ("plan_stack.engines.export_cli", "export a robot's fixed-shape models to ONNX (+ engines.json)"),
 }
 
 

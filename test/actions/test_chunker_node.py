@@ -66,8 +66,10 @@ def _diag_seen(rig, name, text):
     return any(s.name == f"chunker: {name}" and text in s.message for s in rig.diag)
 
 
-def test_chunker_cadence_rtc_prefix_and_refusals(checkpoint):
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_chunker_cadence_rtc_prefix_and_refusals(checkpoint, backend):
     params = [Parameter("use_sim_time", value=True), Parameter("checkpoint", value=checkpoint),
+              Parameter("backend", value=backend),
               Parameter("joint_names", value=JOINTS), Parameter("method", value="hard_prefix"),
               Parameter("execution_horizon_steps", value=S), Parameter("initial_delay_steps", value=2.0),
               Parameter("max_plan_age_s", value=0.5), Parameter("diagnostics_period_s", value=0.2)]
@@ -141,3 +143,16 @@ def test_chunker_rejects_a_checkpoint_that_does_not_fit(checkpoint, tmp_path):
         with pytest.raises(ParameterError, match="checkpoint"):
             ChunkerNode(context=ctx, parameter_overrides=[
                 Parameter("checkpoint", value=str(tmp_path)), Parameter("joint_names", value=JOINTS)])
+        if not torch.cuda.is_available():
+            for name, value, match in (("device", "cuda", "sees no GPU"), ("backend", "tensorrt", "tensorrt")):
+                with pytest.raises(ParameterError, match=match):
+                    ChunkerNode(context=ctx, parameter_overrides=[
+                        Parameter("checkpoint", value=checkpoint), Parameter("joint_names", value=JOINTS),
+                        Parameter("method", value="hard_prefix"), Parameter("execution_horizon_steps", value=S),
+                        Parameter(name, value=value)])
+        with pytest.raises(ParameterError, match="run `plan-stack export` first"):
+            ChunkerNode(context=ctx, parameter_overrides=[
+                Parameter("checkpoint", value=checkpoint), Parameter("joint_names", value=JOINTS),
+                Parameter("method", value="hard_prefix"), Parameter("execution_horizon_steps", value=S),
+                Parameter("backend", value="onnx"),
+                Parameter("engine_dir", value=str(tmp_path))])

@@ -41,6 +41,8 @@ from plan_stack.paths import find_data
 from plan_stack.actions.policy import ChunkPolicy
 from plan_stack.actions.rtc import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError, param, validate
+from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
+from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
 from plan_stack.ros import conventions
 
@@ -56,7 +58,15 @@ class ChunkerConfig:
     max_plan_age_s: float = param("plan features older than this (vs. the observation stamp) are stale (s)",
                                   2.0, min=0.0)
     num_steps: int = param("Euler steps per chunk (0 = the checkpoint's)", 0, min=0)
-    fast: bool = param("run the head as a frozen TorchScript trace (not used by test_time_vjp)", True)
+    fast: bool = param("run the head as a frozen TorchScript trace (backend torch on the CPU; not used by "
+                       "test_time_vjp)", True)
+    backend: str = param("what runs the flow step: torch (eager or traced), onnx (onnxruntime) or tensorrt",
+                         "torch", choices=BACKENDS, read_only=True)
+    device: str = param("cpu, cuda, or auto (cuda when torch sees a GPU)", "cpu", choices=DEVICES, read_only=True)
+    dtype: str = param("auto (float32 on cpu, bf16/fp16 on cuda) or an explicit dtype", "auto", choices=DTYPES,
+                       read_only=True)
+    engine_dir: str = param("exported models (`plan-stack export`) for backend onnx/tensorrt; empty: export the "
+                            "checkpoint at start-up into a temporary directory", "", read_only=True)
     torch_threads: int = param("torch CPU threads for inference (0 = leave torch's default)", 1, min=0)
     seed: int = param("seed of the sampling noise", 0, min=0)
     observation_qos: str = param("QoS of `observation` (depth forced to 1: only the latest matters)",
@@ -111,8 +121,17 @@ class ChunkerNode(Node):
             raise conventions.ParameterError(f"{problem} (node '{self.get_fully_qualified_name()}')")
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
-        self.policy = ChunkPolicy(head, self.rtc_cfg.method, self.rtc_cfg.schedule,
-                                  self.rtc_cfg.max_guidance_weight, fast=cfg.fast)
+        self.engine = None
+        try:
+            placement = resolve_placement(cfg.device, cfg.dtype)
+            if cfg.backend != "torch":
+                self.engine = FlowStepEngine(head, checkpoint, cfg.backend, placement, cfg.engine_dir,
+                                             max(cfg.torch_threads, 1))
+            self.policy = ChunkPolicy(head, self.rtc_cfg.method, self.rtc_cfg.schedule,
+                                      self.rtc_cfg.max_guidance_weight, fast=cfg.fast, engine=self.engine,
+                                      device=placement.device, dtype=placement.dtype)
+        except (EngineError, ActionsError) as exc:
+            raise conventions.ParameterError(f"backend: {exc} (node '{self.get_fully_qualified_name()}')") from None
         self.policy.warm_up()  # trace and first-run allocation now, not in the first query
         self._gen = torch.Generator().manual_seed(cfg.seed)
         self._plan_lock = threading.Lock()
@@ -132,6 +151,11 @@ class ChunkerNode(Node):
         self._diag = conventions.Diagnostics(self, cfg.diagnostics_period_s)
         self._diag.report("plan", conventions.STALE, self._plan_problem)
         self._diag.report("chunks", conventions.OK, "waiting for the first chunk", method=self.rtc_cfg.method)
+
+    def close(self) -> None:
+        """Remove a start-up export (backend onnx/tensorrt without engine_dir)."""
+        if self.engine is not None:
+            self.engine.close()
 
     # --- callbacks ----------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from typing import Callable
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ class ChunkResult:
     inference_ms: float
 
 
-class _VelocityModule(torch.nn.Module):
+class VelocityModule(torch.nn.Module):
     """Flat-tensor wrapper of `FlowHead.velocity` so it can be traced and frozen."""
 
     def __init__(self, head: FlowHead) -> None:
@@ -60,14 +61,23 @@ class ChunkPolicy:
     """
 
     def __init__(self, head: FlowHead, method: Method | str = Method.NAIVE, schedule: Schedule | str = "exp",
-                 max_guidance_weight: float = 5.0, num_steps: int | None = None, fast: bool = False) -> None:
-        self.head = head.eval()
+                 max_guidance_weight: float = 5.0, num_steps: int | None = None, fast: bool = False,
+                 engine: Callable[..., torch.Tensor] | None = None, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> None:
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.head = head.eval().to(self.device, dtype)
         self.cfg = head.cfg
         self.method = Method(method)
         self.schedule = Schedule(schedule)
         self.beta = float(max_guidance_weight)
         self.num_steps = num_steps or head.cfg.num_steps
-        self.fast = fast and self.method is not Method.TEST_TIME_VJP
+        if engine is not None and self.method is Method.TEST_TIME_VJP:
+            raise ActionsError("test_time_vjp guidance needs autograd through the head: use backend torch")
+        #: an exported flow step (`engines.EngineSet.flow_step`) in place of the PyTorch velocity model
+        self.engine = engine
+        self.fast = (fast and engine is None and self.method is not Method.TEST_TIME_VJP and self.device.type == "cpu"
+                     and dtype == torch.float32)
         self._traced: torch.jit.ScriptModule | None = None
 
     def warm_up(self, tokens: int = 1) -> float:
@@ -76,9 +86,12 @@ class ChunkPolicy:
                            generator=torch.Generator().manual_seed(0)).inference_ms
 
     def _velocity_fn(self, ctx: Context):
+        flat = [ctx.state_token] + [a for pair in ctx.kv for a in pair]
+        if self.engine is not None:
+            engine = self.engine
+            return lambda x, t: engine(x, t, *flat)
         if not self.fast:
             return lambda x, t: self.head.velocity(x, t, ctx)
-        flat = [ctx.state_token] + [a for pair in ctx.kv for a in pair]
         traced = self._traced
         if traced is None:
             h = self.cfg.horizon
@@ -86,7 +99,7 @@ class ChunkPolicy:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # tracer warnings about Python ints: shapes are fixed here
                 traced = torch.jit.optimize_for_inference(
-                    torch.jit.freeze(torch.jit.trace(_VelocityModule(self.head).eval(), example)))
+                    torch.jit.freeze(torch.jit.trace(VelocityModule(self.head).eval(), example)))
             self._traced = traced
         return lambda x, t: traced(x, t, *flat)
 
@@ -107,15 +120,16 @@ class ChunkPolicy:
         h, d = self.cfg.horizon, self.cfg.action_dim
         t0 = time.perf_counter()
         norm = self.head.normaliser
+        dev, dt = self.device, self.dtype
         with torch.no_grad():
-            ctx = self.head.encode(norm.norm("state", torch.from_numpy(state))[None],
-                                   norm.norm("cond", torch.from_numpy(cond))[None])
+            ctx = self.head.encode(norm.norm("state", torch.from_numpy(state).to(dev, dt))[None],
+                                   norm.norm("cond", torch.from_numpy(cond).to(dev, dt))[None])
             if noise is None:
-                noise = torch.randn(1, h, d, generator=generator)
+                noise = torch.randn(1, h, d, generator=generator)  # on the CPU: same noise on every device
             guide, prefix_len = self._guide(request)
             fn = self._velocity_fn(ctx)
-            x = integrate(fn, noise, self.num_steps, guide)
-            out = norm.denorm("action", x)[0].double().numpy()
+            x = integrate(fn, noise.to(dev, dt), self.num_steps, guide)
+            out = norm.denorm("action", x)[0].double().cpu().numpy()
         if isinstance(guide, PrefixConditioning) and prefix_len:
             # exact in robot units too (normalise/denormalise round-off must not move the locked prefix)
             out[:prefix_len] = request.prefix[:prefix_len]
@@ -124,9 +138,9 @@ class ChunkPolicy:
     def _guide(self, request: RtcRequest | None):
         if request is None or request.prefix is None or self.method is Method.NAIVE:
             return Unguided(), 0
-        prefix = self.head.normaliser.norm("action", torch.from_numpy(request.prefix).float())[None]
+        prefix = self.head.normaliser.norm("action", torch.from_numpy(request.prefix).to(self.device, self.dtype))[None]
         if self.method.uses_prefix_conditioning:
             return PrefixConditioning(prefix, request.prefix_len), request.prefix_len
         w = torch.from_numpy(prefix_weights(request.prefix_len, request.region_end, self.cfg.horizon,
-                                            self.schedule)).float()
+                                            self.schedule)).to(self.device, self.dtype)
         return Guidance(prefix, w, self.beta, vjp=self.method is Method.TEST_TIME_VJP), request.prefix_len
