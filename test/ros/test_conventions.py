@@ -146,3 +146,28 @@ def test_process_stops_cleanly_on_signal(sig):
             proc.wait()
     assert proc.returncode == 0, out
     assert "Traceback" not in out
+
+
+class _FailingNode(Node):
+    """Its timer callback raises on the first tick."""
+
+    def __init__(self, **kwargs):
+        super().__init__("failing", **kwargs)
+        self.create_timer(0.05, self._tick)
+
+    def _tick(self):
+        raise RuntimeError("broken callback")
+
+
+def test_a_callback_that_raises_stops_the_process_with_status_1_and_a_fatal_log(capfd):
+    import threading
+
+    stop = threading.Event()
+    timer = threading.Timer(30.0, stop.set)  # a hang would stop here and fail the status check
+    timer.start()
+    try:
+        status = conventions.run_nodes([_FailingNode], stop=stop)
+    finally:
+        timer.cancel()
+    assert status == 1 and not stop.is_set()
+    assert "node /failing: a callback raised RuntimeError: broken callback" in capfd.readouterr().err

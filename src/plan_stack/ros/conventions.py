@@ -319,8 +319,9 @@ def run_nodes(
 
     Each node spins on its own executor (`executor_for`) in its own thread, so
     nodes in one process cannot starve each other and an idle node sleeps in
-    its wait set. Returns the process exit status: 0 on a clean shutdown, 2
-    when a node rejected its parameters at start-up.
+    its wait set. Returns the process exit status: 0 on a clean shutdown, 1
+    when a node's callback raised (logged FATAL), 2 when a node rejected its
+    parameters at start-up.
     """
     nodes: list[Node] = []
     with _StopSignals() as signals, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
@@ -333,11 +334,11 @@ def run_nodes(
                 rclpy.logging.get_logger("plan_stack").fatal(f"invalid parameter {exc}")
                 return 2
             executors = [executor_for(node, threads) for node in nodes]
+            shutting_down = threading.Event()
             spinners = []
             for node, executor in zip(nodes, executors):
                 executor.add_node(node)
-                spinner = threading.Thread(target=_spin, args=(executor,), name=f"spin:{node.get_name()}",
-                                           daemon=True)
+                spinner = _Spinner(node, executor, shutting_down)
                 spinner.start()
                 spinners.append(spinner)
             try:
@@ -345,22 +346,43 @@ def run_nodes(
                        and all(t.is_alive() for t in spinners)):
                     signals.event.wait(STOP_POLL_S)
             finally:
+                shutting_down.set()
                 for node, executor in zip(nodes, executors):
                     executor.remove_node(node)
                     executor.shutdown(timeout_sec=1.0)
                 for spinner in spinners:
                     spinner.join(timeout=1.0)
+            if any(s.error is not None for s in spinners):
+                return 1
         finally:
             for node in reversed(nodes):
                 _close(node)
     return 0
 
 
-def _spin(executor: Executor) -> None:
-    try:
-        executor.spin()
-    except ExternalShutdownException:
-        pass
+class _Spinner(threading.Thread):
+    """Spins one node's executor. A callback that raises ends the thread; `run_nodes` then stops the
+    process with status 1 after a FATAL log naming the node (a node must not linger half dead).
+    What the executor raises while `run_nodes` shuts it down from another thread is expected and
+    ignored (rclpy may run a last task after its guard condition is destroyed)."""
+
+    def __init__(self, node: Node, executor: Executor, shutting_down: threading.Event) -> None:
+        super().__init__(name=f"spin:{node.get_name()}", daemon=True)
+        self.node_name = node.get_fully_qualified_name()
+        self.executor = executor
+        self.shutting_down = shutting_down
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+        except Exception as exc:  # noqa: BLE001 - reported, then the process stops
+            if not self.shutting_down.is_set():
+                self.error = exc
+                rclpy.logging.get_logger("plan_stack").fatal(
+                    f"node {self.node_name}: a callback raised {type(exc).__name__}: {exc}; stopping")
 
 
 def node_main(node_cls: type[Node]) -> Callable[[list[str] | None], int]:
