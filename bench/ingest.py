@@ -123,10 +123,10 @@ def role_collect(args) -> int:
 
     def on_obs(msg):
         recv = time.time()
-        stamps = [t.sec + t.nanosec * 1e-9 for t in msg.source_stamps]
+        stamps = [stamp_to_s(t) for t in msg.source_stamps]
         if not w0 <= max(stamps) < w1:
             return
-        ref = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        ref = stamp_to_s(msg.header.stamp)
         jerr = float(np.max(np.abs(np.asarray(msg.joint_state.position) - joint_positions(ref, len(JOINTS)))))
         rows.append(dict(e2e_ms=(recv - max(stamps)) * 1e3,
                          ticks=sorted({tick_of(s, RATE_HZ) for s in stamps}), skew_ms=msg.max_skew * 1e3,

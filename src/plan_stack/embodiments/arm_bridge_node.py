@@ -50,6 +50,7 @@ from plan_stack.embodiments.validation import (
     stop_trajectory,
 )
 from plan_stack.ros import conventions
+from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["ArmBridgeNode"]
 
@@ -125,7 +126,7 @@ class ArmBridgeNode(Node):
     # --- inputs -----------------------------------------------------------------
 
     def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        return clock_s(self)
 
     def _on_joint_states(self, msg: JointState) -> None:
         index = {n: i for i, n in enumerate(msg.name)}
@@ -137,7 +138,7 @@ class ArmBridgeNode(Node):
         q = self._joint_to_stack(np.array([msg.position[index[n]] for n in needed]))
         with self._lock:
             self._measured = q
-            self._measured_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            self._measured_s = stamp_to_s(msg.header.stamp)
             if self._follower is None:
                 self._follower = TrajectoryFollower(self.names, q)
                 self._on_first_state(q)

@@ -21,17 +21,15 @@ import time
 
 import numpy as np
 import rclpy
-from builtin_interfaces.msg import Time
 from sensor_msgs.msg import Image, JointState
 
 from plan_stack.ingest.synthetic import joint_positions, schedule
 from plan_stack.ros import conventions
+from plan_stack.ros.time import s_to_stamp
 from plan_stack.ros.image import numpy_to_image
 
 
-def _time(t_s: float) -> Time:
-    ns = round(t_s * 1e9)
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+_time = s_to_stamp
 
 
 def _image(width: int, height: int, encoding: str, seed: int) -> Image:

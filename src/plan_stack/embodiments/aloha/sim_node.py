@@ -78,7 +78,7 @@ class AlohaSimConfig:
 class AlohaSimNode(SimNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("aloha_sim", **kwargs)
-        cfg = conventions.declare_config(self, AlohaSimConfig)
+        cfg = self.declare_sim_config(AlohaSimConfig)
         self.cfg = cfg
         from plan_stack.embodiments.aloha.sim import AlohaSim
 
@@ -99,7 +99,7 @@ class AlohaSimNode(SimNode):
                 lambda msg, k=key: follow_trajectory_msg(self, k, self._followers[k], msg, self._lock,
                                                          lambda: self.sim.time_s),
                 conventions.RELIABLE_QOS)
-        self._clock = ClockPublisher(self, cfg.clock_rate_hz)
+        self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_optical_frame" for c in cfg.cameras}, cfg.camera_rate_hz)
         self._obj_pub = {o: self.create_publisher(PoseStamped, f"ground_truth/{o}/pose", conventions.SENSOR_QOS)
@@ -116,6 +116,7 @@ class AlohaSimNode(SimNode):
     def open_renderer(self):
         if not self._cameras.enabled:
             return None
+        self.offscreen_gl()
         from plan_stack.embodiments.aloha.sim import CameraRenderer
 
         return CameraRenderer(self.sim, self.cfg.camera_width, self.cfg.camera_height, tuple(self._cameras.frames))
@@ -129,7 +130,7 @@ class AlohaSimNode(SimNode):
         self.sim.step()
 
     def publish_due(self, t: float, stamp: Time, renderer) -> None:
-        self._clock.tick(t, stamp)
+        self._clock_pub.tick(t, stamp)
         if self._js.due(t):
             self._publish_joint_states(stamp)
         if self._gt.due(t):

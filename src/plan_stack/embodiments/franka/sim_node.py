@@ -75,7 +75,7 @@ class FrankaSimConfig:
 class FrankaSimNode(SimNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("franka_sim", **kwargs)
-        self.cfg = cfg = conventions.declare_config(self, FrankaSimConfig)
+        self.cfg = cfg = self.declare_sim_config(FrankaSimConfig)
         from plan_stack.embodiments.franka.sim import FrankaSim
 
         self.sim = FrankaSim(offscreen_size=(cfg.camera_width, cfg.camera_height))
@@ -88,7 +88,7 @@ class FrankaSimNode(SimNode):
             lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s),
             conventions.RELIABLE_QOS)
         self.create_subscription(JointState, f"{cfg.gripper}/move", self._on_gripper, conventions.RELIABLE_QOS)
-        self._clock = ClockPublisher(self, cfg.clock_rate_hz)
+        self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_camera_optical_frame" for c in cfg.cameras},
                                         cfg.camera_rate_hz)
@@ -118,6 +118,7 @@ class FrankaSimNode(SimNode):
     def open_renderer(self):
         if not self._cameras.enabled:
             return None
+        self.offscreen_gl()
         from plan_stack.embodiments.franka.sim import Cameras
 
         return Cameras(self.sim, self.cfg.camera_width, self.cfg.camera_height, tuple(self._cameras.frames))
@@ -128,7 +129,7 @@ class FrankaSimNode(SimNode):
             self.sim.step()
 
     def publish_due(self, t: float, stamp: Time, cameras) -> None:
-        self._clock.tick(t, stamp)
+        self._clock_pub.tick(t, stamp)
         if self._js.due(t):
             self._publish_joint_states(stamp)
         if self._gt.due(t):
