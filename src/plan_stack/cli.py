@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                      "record scripted demonstrations, --robot aloha|franka|drive (MCAP + annotations)"),
     "train-action-head": ("plan_stack.actions.train_cli", "train the flow-matching action head (resumable)"),
     "train-drafter": ("plan_stack.planning.train_cli", "train the VFlash drafter for a target (resumable)"),
+    "params": ("plan_stack.params_cli", "write standard ROS 2 parameter files (one per node) from a robot config"),
 }
 
 

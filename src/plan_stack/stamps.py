@@ -1,7 +1,7 @@
 """Integer-nanosecond time, the one conversion between seconds and (sec, nanosec).
 
 ROS stamps are (int32 sec, uint32 nanosec); a float of seconds cannot be split
-by `floor` and `round` separately (1.9999999999 s would become (1 s, 0 ns), a
+by `floor` and `round` separately (1.9999999999 s would become 1 s and 0 ns, a
 full second early). Everything goes through an integer count of nanoseconds:
 seconds -> ns rounds once, ns -> (sec, nanosec) is an exact `divmod`. No ROS
 imports; `plan_stack.ros.time` builds messages from these.
