@@ -21,7 +21,7 @@ joint names, limits, command publishers), `_joint_to_stack` (joint_states
 units -> stack units), `_publish_command` and, where it differs from
 "decelerate from the present reference", `_stop_start`. The config must have
 `watchdog_timeout`, `jump_tolerance`, `goal_time_tolerance`,
-`feedback_period`, `stop_deceleration_scale` and `goal_tolerance`.
+`feedback_period`, `stop_deceleration_scale`, `goal_tolerance` and `max_start_delay`.
 """
 from __future__ import annotations
 
@@ -131,11 +131,19 @@ class ArmBridgeNode(Node):
     def _on_joint_states(self, msg: JointState) -> None:
         index = {n: i for i, n in enumerate(msg.name)}
         needed = self.state_joint_names
+        problem = None
         if any(n not in index for n in needed) or len(msg.position) != len(msg.name):
-            self.diagnostics.report("joint_states", conventions.ERROR, f"joint_states lacks some of {list(needed)}",
-                                    now=True)
+            problem = f"joint_states lacks some of {list(needed)}"
+        elif len(index) != len(msg.name):
+            problem = "joint_states names a joint twice"
+        else:
+            raw = np.array([msg.position[index[n]] for n in needed], dtype=np.float64)
+            if not np.all(np.isfinite(raw)):
+                problem = "joint_states has NaN/inf positions"
+        if problem is not None:  # never measured, never held to, never tracked against
+            self.diagnostics.report("joint_states", conventions.ERROR, f"rejected: {problem}", now=True)
             return
-        q = self._joint_to_stack(np.array([msg.position[index[n]] for n in needed]))
+        q = self._joint_to_stack(raw)
         with self._lock:
             self._measured = q
             self._measured_s = stamp_to_s(msg.header.stamp)
@@ -163,6 +171,11 @@ class ArmBridgeNode(Node):
             if self._follower is None:
                 return Verdict(False, INVALID_GOAL, "no joint_states received yet: the robot state is unknown"), -1, 0.0
             initial = self._follower.sample(now)
+            ahead = traj.start_s(now) + float(traj.times_s[0]) - now if len(traj.times_s) else 0.0
+            if ahead > self.cfg.max_start_delay:
+                return Verdict(False, INVALID_GOAL,
+                               f"header.stamp: the first point is due in {ahead:.3f} s, more than max_start_delay "
+                               f"{self.cfg.max_start_delay} s ahead (a wrong clock or stamp?)"), -1, 0.0
             verdict = check_trajectory(traj, self.names, self.limits, now, initial,
                                        jump_tolerance=self.cfg.jump_tolerance)
             if not verdict.ok:

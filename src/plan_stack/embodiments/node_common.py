@@ -183,18 +183,40 @@ class SimNode(Node):
             self._thread.join(timeout=5.0)
 
 
+#: Numerical slack on the servo position range (joint units) before a command point counts as outside it.
+POSITION_SLACK = 1e-6
+
+
 def follow_trajectory_msg(node: Node, key: str, follower: TrajectoryFollower, msg: JointTrajectory,
-                          lock: threading.Lock, now_s: Callable[[], float]) -> None:
+                          lock: threading.Lock, now_s: Callable[[], float],
+                          max_start_delay: float = float("inf"),
+                          position_range: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Hand a controller's JointTrajectory to its follower (joint_trajectory_controller semantics).
 
-    Malformed or non-finite trajectories are rejected (warning + ERROR diagnostic `key`), never followed;
-    one that ended in the past is ignored with a WARN.
+    Malformed or non-finite trajectories, ones due more than `max_start_delay` s ahead (a wrong clock
+    or stamp) and ones with a point outside `position_range` (follower joint order; the servos would
+    clip it and drive to the limit) are rejected (warning + ERROR diagnostic `key`), never followed; one
+    that ended in the past is ignored with a WARN.
     """
     try:
         traj = trajectory_from_msg(msg)
         if not all(np.all(np.isfinite(a)) for a in (traj.positions, traj.velocities, traj.accelerations)
                    if a is not None):
             raise TrajectoryError("positions: non-finite values")
+        now = now_s()
+        ahead = traj.start_s(now) + float(traj.times_s[0]) - now
+        if ahead > max_start_delay:
+            raise TrajectoryError(f"header.stamp: due in {ahead:.3f} s, more than {max_start_delay} s ahead")
+        if position_range is not None:
+            order = [traj.joint_names.index(n) for n in follower.joint_names if n in traj.joint_names]
+            if len(order) == len(follower.joint_names):
+                q = traj.positions[:, order]
+                lo, hi = position_range
+                bad = np.argwhere((q < lo - POSITION_SLACK) | (q > hi + POSITION_SLACK))
+                if bad.size:
+                    i, j = (int(x) for x in bad[0])
+                    raise TrajectoryError(f"positions: {follower.joint_names[j]} = {q[i, j]:.6g} at point {i} is "
+                                          f"outside [{lo[j]:.6g}, {hi[j]:.6g}]")
         with lock:
             accepted = follower.set_trajectory(traj, now_s())
     except TrajectoryError as exc:

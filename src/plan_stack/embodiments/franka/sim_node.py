@@ -60,6 +60,9 @@ class FrankaSimConfig:
     arm_controller: str = param("arm controller name (topic prefix)", "fr3_arm_controller", read_only=True)
     gripper: str = param("gripper command prefix: <gripper>/move", "franka_gripper", read_only=True)
     world_frame: str = param("frame of the ground-truth poses", "world", read_only=True)
+    max_start_delay: float = param(
+        "a controller command due further ahead than this (s, sim time) is refused: a wrong clock or stamp",
+        10.0, min=0.0, read_only=True)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -85,7 +88,8 @@ class FrankaSimNode(SimNode):
         self.diagnostics = conventions.Diagnostics(self, 1.0)
         self.create_subscription(
             JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
-            lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s),
+            lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s,
+                                              cfg.max_start_delay, self.sim.command_range),
             conventions.RELIABLE_QOS)
         self.create_subscription(JointState, f"{cfg.gripper}/move", self._on_gripper, conventions.RELIABLE_QOS)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
