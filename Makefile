@@ -52,5 +52,12 @@ bench:
 	$(ENV) && python bench/rtc.py --synthetic 20 --train-steps 500 --head $(BENCH_OUT)/heads/plain \
 	    --rtc-head $(BENCH_OUT)/heads/rtc --stitcher --json $(BENCH_OUT)/rtc.json
 
+# Long run of the ALOHA stack (not in CI): SOAK_SIM_S of sim time (default 30 min); RSS growth,
+# diagnostics rates and errors per node; JSON in out/soak.json.
+SOAK_SIM_S ?= 1800
+soak:
+	mkdir -p $(CURDIR)/out
+	$(ENV) && python scripts/soak.py --robot aloha --sim-seconds $(SOAK_SIM_S) --json $(CURDIR)/out/soak.json
+
 clean:
 	rm -rf build install log

@@ -41,7 +41,7 @@ from sensor_msgs.msg import Image, JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 from plan_stack.action import ExecuteTrajectory  # noqa: E402
-from plan_stack.msg import ActionChunk, Observation  # noqa: E402
+from plan_stack.msg import ActionChunk, Observation, PlanFeatures  # noqa: E402
 from plan_stack.ros import conventions  # noqa: E402
 from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import ros_context  # noqa: E402
@@ -183,6 +183,36 @@ def bad_chunk(draw, joints, now_s, bad_floats=NON_FINITE):
     stamp_s = now_s() - (draw(st.sampled_from([100.0, 1e5])) if defect == "stale" else 0.0)
     msg.header.stamp = ns_to_stamp(max(0, int(stamp_s * 1e9)))
     return Case(defect, msg)
+
+
+@st.composite
+def bad_plan_features(draw, width, now_s):
+    defect = draw(st.sampled_from(["shape", "size", "non_finite", "empty", "huge"]))
+    rows = draw(st.integers(1, 4))
+    shape, n = [rows, width], rows * width
+    if defect == "shape":
+        shape = draw(st.sampled_from([[rows, width + 1], [rows], [rows, width, 1], [0, width]]))
+    if defect == "size":
+        n += draw(st.sampled_from([-1, 1]))
+    if defect == "empty":
+        shape, n = [], 0
+    if defect == "huge":
+        shape, n = [20000, width + 1], 20000 * (width + 1)
+    data = [0.0] * max(n, 0)
+    if defect == "non_finite":
+        data[draw(st.integers(0, n - 1))] = draw(NON_FINITE)
+    msg = PlanFeatures(shape=shape, data=data)
+    msg.header.stamp = msg.plan_stamp = ns_to_stamp(int(now_s() * 1e9))
+    return Case(defect, msg)
+
+
+@st.composite
+def bad_observation(draw, joints, now_s):
+    """An Observation whose joint state cannot be used (the chunker's state input)."""
+    case = draw(bad_joint_state(joints))
+    msg = Observation(joint_state=case.msg)
+    msg.header.stamp = ns_to_stamp(int(now_s() * 1e9))
+    return Case(case.defect, msg)
 
 
 # --- the graph under test ---------------------------------------------------------------------
@@ -381,6 +411,37 @@ def _stitcher_valid(g: Graph) -> None:
     assert g.wait(lambda: g.output_count() > n0, 10.0), "a valid chunk was not stitched"
 
 
+ALOHA_JOINTS = ("left_waist", "left_shoulder", "left_elbow", "left_forearm_roll", "left_wrist_angle",
+                "left_wrist_rotate", "left_gripper", "right_waist", "right_shoulder", "right_elbow",
+                "right_forearm_roll", "right_wrist_angle", "right_wrist_rotate", "right_gripper")
+
+
+def _chunker_start(ctx):
+    from plan_stack.actions.node import ChunkerNode
+
+    return [ChunkerNode(context=ctx, parameter_overrides=[
+        Parameter("checkpoint", value="action_head_aloha/rtc"), Parameter("joint_names", value=list(ALOHA_JOINTS)),
+        Parameter("method", value="training_time"), Parameter("torch_threads", value=1)])]
+
+
+def _chunker_valid(g: Graph) -> None:
+    """Fresh plan features, then an observation: a chunk comes out."""
+    n0 = g.output_count()
+    width = g.nodes[0].policy.cfg.cond_width
+
+    def served():
+        plan = PlanFeatures(shape=[4, width], data=[0.1] * (4 * width))
+        plan.header.stamp = plan.plan_stamp = ns_to_stamp(int(g.now_s() * 1e9))
+        g.pubs["plan_features"].publish(plan)
+        time.sleep(0.1)
+        obs = Observation(joint_state=JointState(name=list(ALOHA_JOINTS), position=[0.0] * len(ALOHA_JOINTS)))
+        obs.header.stamp = ns_to_stamp(int(g.now_s() * 1e9))
+        g.pubs["observation"].publish(obs)
+        return g.wait(lambda: g.output_count() > n0, 1.0)
+
+    assert g.wait(served, 30.0), "valid plan features + observation gave no chunk"
+
+
 INGEST_CAMERA = "cam"
 INGEST_JOINTS = ("j0", "j1")
 
@@ -453,7 +514,19 @@ TARGETS = [
     ),
 ]
 
-CASES = [(e, i) for e in TARGETS for i in e.inputs]
+TARGETS.append(Entry(
+    name="chunker",
+    start=_chunker_start,
+    inputs=[
+        Input("plan_features", lambda g: bad_plan_features(g.nodes[0].policy.cfg.cond_width, g.now_s),
+              PlanFeatures, RELIABLE_QOS),
+        Input("observation", lambda g: bad_observation(ALOHA_JOINTS, g.now_s), Observation, RELIABLE_QOS),
+    ],
+    reporter={"plan_features": "chunker", "observation": "chunker"},
+    quiet=[("action_chunk", ActionChunk, RELIABLE_QOS)],
+    ready=lambda g: all(p.get_subscription_count() > 0 for p in g.pubs.values()),
+    valid=_chunker_valid,
+))
 
 
 @pytest.fixture(scope="module", params=TARGETS, ids=lambda e: e.name)
