@@ -112,3 +112,26 @@ def test_params_command_writes_standard_ros_parameter_files(tmp_path):
         data = yaml.safe_load((out / f"{spec.name}.yaml").read_text())
         assert list(data) == [f"/{spec.name}"]
         assert data[f"/{spec.name}"]["ros__parameters"] == spec.parameters
+
+
+@pytest.mark.ros
+def test_written_parameter_file_is_read_by_rcl_for_the_node(tmp_path):
+    """`--params-file` with a file from `plan-stack params`: rcl parses it and the node takes its values."""
+    from plan_stack.robot_config import ros_parameter_files
+    from plan_stack.ros.testing import ros_context
+    from plan_stack.trajectory.node import StitcherNode
+
+    path = _write(tmp_path, "nodes:\n  arm_stitcher:\n    executable: stitcher\n"
+                            "    parameters: {joint_names: [a, b], v_max: 2, a_max: [1, 2.5], stitch_len: 4}\n")
+    files = ros_parameter_files(load_robot_config(path), tmp_path / "params")
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, cli_args=["--ros-args", "-r", "__node:=arm_stitcher",
+                                                   "--params-file", str(files[0])])
+        try:
+            assert node.get_name() == "arm_stitcher"
+            assert list(node.get_parameter("joint_names").value) == ["a", "b"]
+            assert node.get_parameter("v_max").value == 2.0  # an integer accepted for a float
+            assert list(node.get_parameter("a_max").value) == [1.0, 2.5]
+            assert node.get_parameter("stitch_len").value == 4
+        finally:
+            node.destroy_node()

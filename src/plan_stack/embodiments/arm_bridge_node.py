@@ -97,6 +97,7 @@ class ArmBridgeNode(Node):
             callback_group=self._group,
         )
         self.create_timer(cfg.watchdog_timeout / 4.0, self._watchdog, callback_group=self._group)
+        conventions.on_clock_reset(self, self._on_clock_reset)
 
     # --- embodiment hooks ---------------------------------------------------------
 
@@ -122,6 +123,22 @@ class ArmBridgeNode(Node):
     def _stop_start(self, now: float) -> tuple[Reference, float]:
         """(reference to stop from, stamp of the stop trajectory); lock held."""
         return self._follower.sample(now), now
+
+    def _on_clock_reset(self) -> None:
+        """Time went back (simulator reset/restart): forget the reference and the measured state.
+
+        Holding or tracking the pre-reset reference would drive the reset robot back to where the old one
+        was; running goals end (preempted), and commands are refused until joint_states arrive again.
+        """
+        with self._lock:
+            self._follower = None
+            self._measured = None
+            self._seq += 1
+            self._hold_sent = False
+            self._idle_since_s = None
+        self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
+        self.diagnostics.report("clock", conventions.WARN, "clock jumped back: state dropped; waiting for "
+                                "joint_states", now=True)
 
     # --- inputs -----------------------------------------------------------------
 
@@ -201,6 +218,8 @@ class ArmBridgeNode(Node):
     def _stop(self) -> None:
         """Decelerate to rest within the acceleration limits (from `_stop_start`)."""
         with self._lock:
+            if self._follower is None:  # state dropped (clock reset): nothing is being commanded
+                return
             now = self._now()
             ref, t0 = self._stop_start(now)
             stop = stop_trajectory(ref, self.limits, self.cfg.stop_deceleration_scale)
