@@ -8,7 +8,7 @@ import pytest
 
 #: Hypothesis examples per fuzzed input (topic or action). CI keeps it small;
 #: `FUZZ_EXAMPLES=1000 python -m pytest test/fuzz` is the long manual run.
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 
 CASES: collections.Counter = collections.Counter()
 

@@ -269,3 +269,15 @@ def test_a_parameter_the_node_does_not_declare_is_refused_at_start():
     make = lambda: ToyNode(parameter_overrides=[Parameter("joint_names", value=["a"]),  # noqa: E731
                                                 Parameter("dtt", value=0.1)])
     assert _run_in_thread([make], args=[], stop=stop) == 2
+
+
+def test_no_module_uses_rclpy_init_as_a_context_manager():
+    """Jazzy's rclpy.init returns None: `with rclpy.init()` fails there (use conventions.ros_session)."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    offenders = [f"{p.relative_to(root)}:{i + 1}" for folder in ("src", "bench", "scripts")
+                 for p in (root / folder).rglob("*.py")
+                 for i, line in enumerate(p.read_text().splitlines()) if re.search(r"with\s+rclpy\.init\(", line)]
+    assert not offenders, offenders

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     bad = [tuple(int(x) for x in b.split(":")) for b in args.bad]
     qos = conventions.qos_by_name(args.qos)
     published = {"frames": [0] * len(cams), "bad": 0, "joints": 0, "late_ms_max": 0.0}
-    with rclpy.init():
+    with conventions.ros_session():
         node = rclpy.create_node("synthetic_rig")
         pubs = [node.create_publisher(Image, f"cameras/{c}/image_raw", qos) for c in cams]
         jpub = node.create_publisher(JointState, "joint_states", conventions.qos_by_name(args.joint_qos))
