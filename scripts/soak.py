@@ -6,7 +6,7 @@ A stand-in planner publishes one fixed set of plan features (seeded, `--plan-fea
 with sim time) so the chunker, stitcher and bridge work; pass 0 to run without. Samples every node
 process's RSS (/proc) each `--sample-s` of sim time; after `--warmup-s` the RSS of each node may grow
 at most `--max-rss-growth` (fraction); diagnostics rates per node are compared between the first and
-second half of the measured window. Prints a table; `--json PATH` writes the rows. Exit status 1 when
+second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table; `--json PATH` writes the rows. Exit status 1 when
 a node died, reported ERROR, or grew beyond the limit. Not part of `make test` (`make soak`).
 """
 from __future__ import annotations
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 for s in msg.status:
                     node = s.name.split(":", 1)[0]
                     counts[node]["all"] += 1
-                    if s.level == DiagnosticStatus.ERROR:
+                    if s.level == DiagnosticStatus.ERROR and sim["t"] >= args.warmup_s:  # start-up is warm-up
                         errors[node] += 1
                         error_text.setdefault(node, f"{s.name}: {s.message}")
 
