@@ -73,13 +73,14 @@ def role_ingest(args) -> int:
     from rclpy.parameter import Parameter
 
     from plan_stack.ingest.node import IngestNode
+    from plan_stack.ros import conventions
 
     params = dict(camera_names=list(CAMERAS), output_size=[224, 224], max_spread=MAX_SPREAD_S, max_age=MAX_AGE_S,
                   queue_size=10, min_interval=0.02, joint_names=list(JOINTS), joint_qos="reliable",
                   policy="approximate" if args.method == "sync" else "latest")
     w0, w1 = args.t0 + args.warmup, args.t0 + args.duration
     out = {}
-    with rclpy.init():
+    with conventions.ros_session():
         node = IngestNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
         ex = MultiThreadedExecutor()
         ex.add_node(node)
@@ -117,22 +118,23 @@ def role_collect(args) -> int:
     from plan_stack.ingest.synthetic import joint_positions, tick_of
     from plan_stack.msg import Observation
     from plan_stack.ros import conventions
+    from plan_stack.ros.time import stamp_to_s
 
     w0, w1 = args.t0 + args.warmup, args.t0 + args.duration
     rows = []
 
     def on_obs(msg):
         recv = time.time()
-        stamps = [t.sec + t.nanosec * 1e-9 for t in msg.source_stamps]
+        stamps = [stamp_to_s(t) for t in msg.source_stamps]
         if not w0 <= max(stamps) < w1:
             return
-        ref = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        ref = stamp_to_s(msg.header.stamp)
         jerr = float(np.max(np.abs(np.asarray(msg.joint_state.position) - joint_positions(ref, len(JOINTS)))))
         rows.append(dict(e2e_ms=(recv - max(stamps)) * 1e3,
                          ticks=sorted({tick_of(s, RATE_HZ) for s in stamps}), skew_ms=msg.max_skew * 1e3,
                          joint_err=jerr))
 
-    with rclpy.init():
+    with conventions.ros_session():
         node = rclpy.create_node("ingest_bench_collector")
         node.create_subscription(Observation, "observation", on_obs, conventions.RELIABLE_QOS)
         while time.time() < w1 + 1.5:

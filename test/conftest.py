@@ -40,6 +40,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
 
 
+#: Reruns of a timing-bound test that missed a deadline (the only tests that are rerun).
+TIMING_RERUNS = 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Timing-bound tests (`timing`, and every DDS test marked `ros`) get one rerun; no other test does."""
+    for item in items:
+        if item.get_closest_marker("ros") is not None and item.get_closest_marker("timing") is None:
+            item.add_marker(pytest.mark.timing)
+        if item.get_closest_marker("timing") is not None and item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=TIMING_RERUNS))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
     """Tiny models run fastest, and parallel test processes do not oversubscribe, on one torch thread."""

@@ -77,3 +77,116 @@ def test_up_stops_with_status_2_naming_a_bad_parameter(tmp_path, mode):
     assert proc.returncode == 2, out
     assert "dt:" in out and "right_stitcher" in out
     assert "Traceback" not in out
+
+
+def test_up_refuses_a_misspelled_parameter_naming_node_and_parameter(tmp_path):
+    path = tmp_path / "robot.yaml"
+    path.write_text("nodes:\n  lone_stitcher:\n    executable: stitcher\n"
+                    "    parameters: {joint_names: [a], v_maxx: 1.0}\n")
+    done = subprocess.run([sys.executable, "-m", "plan_stack.cli", "up", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "v_maxx" in done.stderr and "lone_stitcher" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_up_with_processes_restarts_a_killed_node_with_back_off_and_logs_it(tmp_path):
+    """kill -9 of one node: the bring-up logs it, restarts it after the back-off, the node comes back."""
+    import os
+    import time
+
+    from plan_stack.bringup import RESPAWN_DELAY_S, respawn_delay
+
+    assert respawn_delay(1) == RESPAWN_DELAY_S and respawn_delay(3) == 4 * RESPAWN_DELAY_S
+    proc = _start(tmp_path, "--processes")
+    try:
+        with ros_context() as ctx:
+            probe = Node("respawn_probe", context=ctx)
+            with executor_with(ctx, probe) as ex:
+                names = lambda: set(probe.get_node_names())  # noqa: E731
+                assert spin_until(ex, lambda: {"left_stitcher", "right_stitcher"} <= names(), 60.0, step_s=0.05)
+                pid = _node_pid("right_stitcher")
+                os.kill(pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+                assert spin_until(ex, lambda: _node_pid("right_stitcher") not in (None, pid), 60.0, step_s=0.1)
+                assert time.monotonic() - killed_at >= RESPAWN_DELAY_S * 0.9
+                assert _parameter_eventually(probe, ex, "right_stitcher", "dt", 60.0).double_value == \
+                    pytest.approx(0.01)
+                assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert "node right_stitcher killed by SIGKILL; restarting it in" in out
+    assert "restarting node right_stitcher (restart 1)" in out
+    assert proc.returncode == 0, out
+
+
+def _parameter_eventually(probe, ex, node, name, timeout_s):
+    """GetParameters, retried: right after a restart, discovery still lists the dead process's server."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        client = probe.create_client(GetParameters, f"/{node}/get_parameters")
+        if spin_until(ex, client.service_is_ready, 5.0):
+            fut = client.call_async(GetParameters.Request(names=[name]))
+            if spin_until(ex, fut.done, 5.0):
+                return fut.result().values[0]
+        probe.destroy_client(client)
+    raise AssertionError(f"/{node}/get_parameters did not answer in {timeout_s} s")
+
+
+def _node_pid(name):
+    """pid of the `plan_stack.bringup ... --only NAME` child process, None when none runs."""
+    import pathlib
+
+    for proc_dir in pathlib.Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            cmd = (proc_dir / "cmdline").read_bytes().split(b"\0")
+            state = (proc_dir / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if b"plan_stack.bringup" in cmd and b"--only" in cmd and name.encode() in cmd and state != "Z":
+            return int(proc_dir.name)
+    return None
+
+
+def test_up_rviz_says_so_where_rviz2_is_not_installed(tmp_path):
+    import shutil
+
+    if shutil.which("rviz2"):
+        pytest.skip("rviz2 is installed here; the message is for installs without it")
+    proc = _start(tmp_path, "--rviz", "--only", "left_stitcher")
+    try:
+        with ros_context() as ctx:
+            probe = Node("rviz_probe", context=ctx)
+            with executor_with(ctx, probe) as ex:
+                assert spin_until(ex, lambda: "left_stitcher" in probe.get_node_names(), 60.0, step_s=0.05)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert "rviz2 is not installed" in out and proc.returncode == 0, out
+
+
+def test_real_robot_bridge_runs_on_wall_time_without_a_clock():
+    """aloha_real: no simulator, no /clock; the bridge's timers still fire (diagnostics flow)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from plan_stack.ros.conventions import DIAGNOSTICS_QOS
+
+    proc = subprocess.Popen([sys.executable, "-m", "plan_stack.cli", "up", "aloha_real", "--only", "aloha_bridge"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        with ros_context() as ctx:
+            probe = Node("diagnostics_probe", context=ctx)
+            seen = []
+            probe.create_subscription(DiagnosticArray, "/diagnostics",
+                                      lambda m: seen.extend(s.name for s in m.status), DIAGNOSTICS_QOS)
+            with executor_with(ctx, probe) as ex:
+                assert spin_until(ex, lambda: len(seen) >= 2 or proc.poll() is not None, 60.0, step_s=0.05)
+            assert any(name.startswith("aloha_bridge") for name in seen), seen
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out

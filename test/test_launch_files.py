@@ -49,3 +49,28 @@ def test_launch_description_builds_on_a_real_ros_install():
         desc = module.generate_launch_description()
         nodes = [e for e in desc.entities if isinstance(e, Node)]
         assert len(nodes) == len(load_robot_config(_robot_of(path)).nodes)
+
+
+def test_launch_files_declare_config_use_sim_time_and_rviz_arguments():
+    from plan_stack.launch_support import LAUNCH_ARGUMENTS
+
+    assert {"config", "use_sim_time", "rviz"} <= set(LAUNCH_ARGUMENTS)
+    source = (ROOT / "src" / "plan_stack" / "launch_support.py").read_text()
+    for needed in ("DeclareLaunchArgument", "OpaqueFunction", "LaunchConfiguration", "perform(context)"):
+        assert needed in source
+
+
+def test_launch_plan_follows_the_arguments():
+    from plan_stack.config import ConfigError
+    from plan_stack.launch_support import launch_plan
+
+    sim = launch_plan("aloha")
+    assert [n["name"] for n in sim] == [s.name for s in load_robot_config("aloha").nodes]
+    assert all(n["parameters"][0]["use_sim_time"] is True and n["respawn"] is True for n in sim)
+    real = launch_plan("aloha_real", use_sim_time="false", respawn="false")
+    assert "aloha_sim" not in [n["name"] for n in real]
+    assert all(n["parameters"][0]["use_sim_time"] is False and n["respawn"] is False for n in real)
+    forced = launch_plan("aloha", use_sim_time="false")
+    assert all(n["parameters"][0]["use_sim_time"] is False for n in forced)
+    with pytest.raises(ConfigError, match="use_sim_time"):
+        launch_plan("aloha", use_sim_time="maybe")

@@ -64,3 +64,74 @@ def test_plan_stack_up_refuses_unknown_robot_and_empty_config(tmp_path):
 def test_cli_without_subcommand_shows_usage():
     res = subprocess.run([sys.executable, "-m", "plan_stack.cli"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "usage: plan-stack" in res.stderr
+
+
+def test_yaml_syntax_error_is_one_line_with_file_and_line(tmp_path):
+    path = _write(tmp_path, "nodes:\n  s:\n    executable: stitcher\n    parameters: {dt: [0.1\n")
+    with pytest.raises(ConfigError) as info:
+        load_robot_config(path)
+    message = str(info.value)
+    assert "\n" not in message and "YAML syntax error" in message
+    assert message.startswith(f"{path}:5:") or message.startswith(f"{path}:4:")
+    done = subprocess.run([sys.executable, "-m", "plan_stack.cli", "up", str(path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and f"{path}:" in done.stderr
+
+
+def test_mixed_integer_and_float_lists_become_floats_and_use_sim_time_overrides(tmp_path):
+    path = _write(tmp_path, "common: {use_sim_time: true}\nnodes:\n  s:\n    executable: stitcher\n"
+                            "    parameters: {a_max: [1, 2.5], stitch_len: 3}\n")
+    spec = load_robot_config(path).nodes[0]
+    assert spec.parameters["a_max"] == [1.0, 2.5] and all(isinstance(v, float) for v in spec.parameters["a_max"])
+    assert spec.parameters["stitch_len"] == 3 and spec.parameters["use_sim_time"] is True
+    assert load_robot_config(path, use_sim_time=False).nodes[0].parameters["use_sim_time"] is False
+
+
+@pytest.mark.parametrize("robot", ["aloha_real", "franka_real", "drive_real"])
+def test_real_robot_configs_run_without_simulator_on_wall_time(robot):
+    cfg = load_robot_config(robot)
+    assert cfg.nodes and not any(s.executable.endswith("_sim") for s in cfg.nodes)
+    assert all(s.parameters["use_sim_time"] is False for s in cfg.nodes)
+    sim_cfg = load_robot_config(robot.removesuffix("_real"))
+    sim_nodes = {s.name: s for s in sim_cfg.nodes}
+    for spec in cfg.nodes:  # everything else as in the simulated stack
+        same = {k: v for k, v in sim_nodes[spec.name].parameters.items() if k not in ("use_sim_time", "joint_qos")}
+        assert {k: v for k, v in spec.parameters.items() if k in same} == same
+
+
+def test_params_command_writes_standard_ros_parameter_files(tmp_path):
+    out = tmp_path / "params"
+    done = subprocess.run([sys.executable, "-m", "plan_stack.cli", "params", "aloha", "--out", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    import yaml
+
+    cfg = load_robot_config("aloha")
+    for spec in cfg.nodes:
+        data = yaml.safe_load((out / f"{spec.name}.yaml").read_text())
+        assert list(data) == [f"/{spec.name}"]
+        assert data[f"/{spec.name}"]["ros__parameters"] == spec.parameters
+
+
+@pytest.mark.ros
+def test_written_parameter_file_is_read_by_rcl_for_the_node(tmp_path):
+    """`--params-file` with a file from `plan-stack params`: rcl parses it and the node takes its values."""
+    from plan_stack.robot_config import ros_parameter_files
+    from plan_stack.ros.testing import ros_context
+    from plan_stack.trajectory.node import StitcherNode
+
+    path = _write(tmp_path, "nodes:\n  arm_stitcher:\n    executable: stitcher\n"
+                            "    parameters: {joint_names: [a, b], v_max: 2, a_max: [1, 2.5], stitch_len: 4}\n")
+    files = ros_parameter_files(load_robot_config(path), tmp_path / "params")
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, cli_args=["--ros-args", "-r", "__node:=arm_stitcher",
+                                                   "--params-file", str(files[0])])
+        try:
+            assert node.get_name() == "arm_stitcher"
+            assert list(node.get_parameter("joint_names").value) == ["a", "b"]
+            assert node.get_parameter("v_max").value == 2.0  # an integer accepted for a float
+            assert list(node.get_parameter("a_max").value) == [1.0, 2.5]
+            assert node.get_parameter("stitch_len").value == 4
+        finally:
+            node.destroy_node()

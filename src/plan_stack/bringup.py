@@ -6,12 +6,21 @@ MultiThreadedExecutor (default), or one process per node (`--processes`),
 exactly the nodes and parameters the launch files use. Ctrl-C / SIGTERM
 stops every node cleanly; a node that rejects its parameters stops the whole
 bring-up with exit status 2 and a message naming the parameter.
+
+Failure behaviour: with `--processes`, a node process that dies (crash,
+`kill -9`, a failed worker thread: exit status 1) is restarted after a
+back-off that doubles from RESPAWN_DELAY_S up to RESPAWN_MAX_DELAY_S (reset
+once it has stayed up RESPAWN_RESET_S), like launch's `respawn`, and each
+restart is logged; the bridges hold position meanwhile (their watchdog). A
+node that refuses its parameters (status 2) is not restarted: the bring-up
+stops. In one process, a failed node stops the process with status 1.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,15 +28,39 @@ import time
 
 from plan_stack.config import ConfigError
 from plan_stack.executables import NODE_CLASSES
+from plan_stack.paths import find_data
 from plan_stack.robot_config import NodeSpec, load_robot_config
 
 #: How long children get to exit after SIGINT before they are killed (s).
 STOP_GRACE_S = 10.0
+#: First restart delay of a node process that died (s); doubles per quick death up to the maximum.
+RESPAWN_DELAY_S = 1.0
+RESPAWN_MAX_DELAY_S = 30.0
+#: A node that stayed up this long (s) before dying restarts after the first delay again.
+RESPAWN_RESET_S = 60.0
+#: Exit status of a node that refused its parameters: restarting cannot help.
+CONFIG_ERROR_STATUS = 2
+#: RViz configuration started by `--rviz` (config/ folder).
+RVIZ_CONFIG = "plan_stack.rviz"
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes", "on"):
+        return True
+    if text.lower() in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("robot", help="robot name (config/<robot>.yaml) or a path to a robot YAML")
+    parser.add_argument("robot", nargs="?", help="robot name (config/<robot>.yaml) or a path to a robot YAML")
+    parser.add_argument("--config", metavar="PATH", help="robot config file (instead of the robot name)")
+    parser.add_argument("--use-sim-time", type=_bool, default=None, metavar="true|false",
+                        help="override use_sim_time for every node (false on a real robot: no /clock)")
+    parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/plan_stack.rviz")
     parser.add_argument("--processes", action="store_true", help="one process per node instead of one process")
+    parser.add_argument("--no-respawn", dest="respawn", action="store_false",
+                        help="with --processes: stop everything when a node dies instead of restarting it")
     parser.add_argument("--only", metavar="NODE", help="start only this node of the config")
     parser.add_argument("--threads", type=int, default=None, help="executor threads (one process)")
 
@@ -55,8 +88,46 @@ def _run_in_process(specs: list[NodeSpec], threads: int | None) -> int:
     return run_nodes([node_factory(s) for s in specs], threads=threads)
 
 
-def _run_processes(robot: str, specs: list[NodeSpec]) -> int:
-    children: dict[str, subprocess.Popen] = {}
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] plan-stack: {message}", file=sys.stderr, flush=True)
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class _Child:
+    """One node process with its restart bookkeeping."""
+
+    def __init__(self, name: str, cmd: list[str]) -> None:
+        self.name, self.cmd = name, cmd
+        self.proc: subprocess.Popen | None = None
+        self.started = 0.0
+        self.restarts = 0
+        self.quick_deaths = 0
+        self.restart_at: float | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, env=os.environ.copy())
+        self.started = time.monotonic()
+        self.restart_at = None
+
+
+def respawn_delay(quick_deaths: int) -> float:
+    """Back-off before restart number `quick_deaths` + 1 of a node that keeps dying."""
+    return min(RESPAWN_MAX_DELAY_S, RESPAWN_DELAY_S * 2.0 ** max(0, quick_deaths - 1))
+
+
+def _run_processes(robot: str, specs: list[NodeSpec], respawn: bool = True,
+                   use_sim_time: bool | None = None) -> int:
+    extra = [] if use_sim_time is None else ["--use-sim-time", str(use_sim_time).lower()]
+    children = [_Child(spec.name, [sys.executable, "-m", "plan_stack.bringup", robot, "--only", spec.name, *extra])
+                for spec in specs]
     stopping = False
 
     def stop(signum=None, frame=None):
@@ -66,38 +137,69 @@ def _run_processes(robot: str, specs: list[NodeSpec]) -> int:
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     status = 0
     try:
-        for spec in specs:
-            cmd = [sys.executable, "-m", "plan_stack.bringup", robot, "--only", spec.name]
-            children[spec.name] = subprocess.Popen(cmd, env=os.environ.copy())
+        for child in children:
+            child.start()
         while not stopping:
-            for name, child in children.items():
-                code = child.poll()
-                if code is not None:
-                    print(f"plan-stack: node {name} exited with status {code}; stopping the others", file=sys.stderr)
+            now = time.monotonic()
+            for child in children:
+                if child.restart_at is not None:
+                    if now >= child.restart_at:
+                        child.restarts += 1
+                        _log(f"restarting node {child.name} (restart {child.restarts})")
+                        child.start()
+                    continue
+                code = child.proc.poll()
+                if code is None:
+                    continue
+                if code == CONFIG_ERROR_STATUS or not respawn:
+                    _log(f"node {child.name} {_describe_exit(code)}; stopping the others")
                     status = code or 1
                     stopping = True
                     break
+                child.quick_deaths = 1 if now - child.started >= RESPAWN_RESET_S else child.quick_deaths + 1
+                delay = respawn_delay(child.quick_deaths)
+                child.restart_at = now + delay
+                _log(f"node {child.name} {_describe_exit(code)}; restarting it in {delay:.1f} s")
             time.sleep(0.1)
     finally:
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGINT)
+        running = [c for c in children if c.proc is not None and c.proc.poll() is None]
+        for child in running:
+            child.proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + STOP_GRACE_S
-        for name, child in children.items():
+        for child in running:
             try:
-                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+                child.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                print(f"plan-stack: node {name} did not stop in {STOP_GRACE_S} s; killing it", file=sys.stderr)
-                child.kill()
-                child.wait()
+                _log(f"node {child.name} did not stop in {STOP_GRACE_S} s; killing it")
+                child.proc.kill()
+                child.proc.wait()
         for s, handler in old.items():
             signal.signal(s, handler)
     return status
 
 
-def run(args: argparse.Namespace) -> int:
+def start_rviz() -> subprocess.Popen | None:
+    """rviz2 with config/plan_stack.rviz, or None (and a message saying why) where it cannot start."""
+    exe = shutil.which("rviz2")
+    if exe is None:
+        _log("--rviz: rviz2 is not installed here (on a ROS 2 install: apt install ros-$ROS_DISTRO-rviz2); "
+             "continuing without it")
+        return None
     try:
-        cfg = load_robot_config(args.robot)
+        cfg = find_data("config", RVIZ_CONFIG)
+    except FileNotFoundError:
+        _log(f"--rviz: config/{RVIZ_CONFIG} not found; starting rviz2 with its default view")
+        return subprocess.Popen([exe])
+    return subprocess.Popen([exe, "-d", str(cfg)])
+
+
+def run(args: argparse.Namespace) -> int:
+    robot = args.config or args.robot
+    if not robot:
+        print("plan-stack up: give a robot name or --config PATH", file=sys.stderr)
+        return 2
+    try:
+        cfg = load_robot_config(robot, use_sim_time=args.use_sim_time)
     except ConfigError as exc:
         print(f"plan-stack up: {exc}", file=sys.stderr)
         return 2
@@ -110,9 +212,18 @@ def run(args: argparse.Namespace) -> int:
     if not specs:
         print(f"plan-stack up: {cfg.path} lists no nodes", file=sys.stderr)
         return 2
-    if args.processes and len(specs) > 1:
-        return _run_processes(str(cfg.path), specs)
-    return _run_in_process(specs, args.threads)
+    rviz = start_rviz() if getattr(args, "rviz", False) else None
+    try:
+        if args.processes and len(specs) > 1:
+            return _run_processes(str(cfg.path), specs, respawn=args.respawn, use_sim_time=args.use_sim_time)
+        return _run_in_process(specs, args.threads)
+    finally:
+        if rviz is not None and rviz.poll() is None:
+            rviz.terminate()
+            try:
+                rviz.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                rviz.kill()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("plan_stack.eval.cli", "replay bags through the real nodes: metrics, report.json + report.html"),
     "record": ("plan_stack.eval.record", "record live topics to a rosbag2 MCAP bag (Ctrl-C closes it)"),
     "export": ("plan_stack.engines.export_cli", "export a robot's fixed-shape models to ONNX (+ engines.json)"),
+    "params": ("plan_stack.params_cli", "write standard ROS 2 parameter files (one per node) from a robot config"),
 }
 
 

@@ -25,7 +25,7 @@ from plan_stack.config import ConfigError
 from plan_stack.executables import NODES
 from plan_stack.paths import find_data
 
-__all__ = ["NodeSpec", "RobotConfig", "config_dir", "load_robot_config"]
+__all__ = ["NodeSpec", "RobotConfig", "config_dir", "load_robot_config", "resolve_config_path", "ros_parameter_files"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,19 +58,46 @@ def _mapping(value: Any, where: str) -> dict:
     return value
 
 
-def load_robot_config(robot_or_path: str | os.PathLike) -> RobotConfig:
-    """Load and check a robot config by name (`aloha`) or by path.
+def _numbers(value: Any) -> Any:
+    """A list mixing integers and floats (`[1, 2.5]`) becomes all floats: ROS arrays have one type."""
+    if isinstance(value, list) and any(isinstance(v, float) for v in value) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return [float(v) for v in value]
+    return value
 
-    Every node must name a known executable; parameters are passed through
-    unchanged (each node validates its own), with `common` merged underneath.
-    """
+
+def resolve_config_path(robot_or_path: str | os.PathLike) -> Path:
+    """config/<robot>.yaml for a robot name, or the path itself for a path."""
     text = str(robot_or_path)
     path = Path(text) if text.endswith((".yaml", ".yml")) or os.sep in text else config_dir() / f"{text}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in config_dir().glob("*.yaml"))
         raise ConfigError(f"robot: no config {path} (known robots: {known})")
-    with open(path) as fh:
-        data = yaml.safe_load(fh) or {}
+    return path
+
+
+def _read_yaml(path: Path) -> Any:
+    """Parse a YAML file; a syntax error becomes one line `file:line:column: problem`."""
+    try:
+        with open(path) as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | None = None) -> RobotConfig:
+    """Load and check a robot config by name (`aloha`) or by path.
+
+    Every node must name a known executable; parameters are passed through
+    (each node validates its own and refuses names it does not declare), with
+    `common` merged underneath. `use_sim_time` overrides the file's value for
+    every node.
+    """
+    path = resolve_config_path(robot_or_path)
+    data = _read_yaml(path) or {}
     data = _mapping(data, str(path))
     unknown = sorted(set(data) - {"common", "nodes"})
     if unknown:
@@ -83,9 +110,31 @@ def load_robot_config(robot_or_path: str | os.PathLike) -> RobotConfig:
         if extra:
             raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
         params = {**common, **_mapping(body.get("parameters"), f"nodes.{name}.parameters")}
+        if use_sim_time is not None:
+            params["use_sim_time"] = bool(use_sim_time)
+        params = {str(k): _numbers(v) for k, v in params.items()}
         remaps = {str(k): str(v) for k, v in _mapping(body.get("remappings"), f"nodes.{name}.remappings").items()}
         exe = body.get("executable", name)
         if exe not in NODES:
             raise ConfigError(f"nodes.{name}.executable: unknown executable {exe!r} (known: {sorted(NODES)})")
         specs.append(NodeSpec(name=str(name), executable=exe, parameters=params, remappings=remaps))
     return RobotConfig(path=path, nodes=tuple(specs))
+
+
+def ros_parameter_files(cfg: RobotConfig, out_dir: str | os.PathLike) -> list[Path]:
+    """Write one standard ROS 2 parameter file per node (`/<node>: ros__parameters: {...}`).
+
+    For `ros2 run plan_stack <executable> --ros-args --params-file <file>` and
+    launch files that take parameter files. Returns the paths written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for spec in cfg.nodes:
+        path = out / f"{spec.name}.yaml"
+        body = {f"/{spec.name}": {"ros__parameters": dict(spec.parameters)}}
+        header = (f"# {spec.name} ({spec.executable}) from {cfg.path.name}: "
+                  f"ros2 run plan_stack {spec.executable} --ros-args -r __node:={spec.name} --params-file {path.name}\n")
+        path.write_text(header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=120))
+        written.append(path)
+    return written

@@ -55,3 +55,16 @@ def test_bag_round_trip_with_camera_pair(tmp_path):
     assert np.array_equal(np.asarray(img.data).reshape(6, 8, 3), rgb) and img.encoding == "rgb8"
     assert np.allclose(np.asarray(info.k).reshape(3, 3), cam.K)
     assert msgs["/instruction"][0][1].data == "go"
+
+
+def test_header_stamp_just_below_a_second_is_not_a_second_early(tmp_path):
+    from plan_stack.embodiments.recording import BagWriter
+
+    writer = BagWriter(tmp_path / "bag", {"/clock_probe": "std_msgs/msg/Header"})
+    try:
+        header = writer.header(1.9999999999)
+        assert (header.stamp.sec, header.stamp.nanosec) == (2, 0)
+        header = writer.header(12.25)
+        assert (header.stamp.sec, header.stamp.nanosec) == (12, 250_000_000)
+    finally:
+        writer.close()

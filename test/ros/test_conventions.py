@@ -171,3 +171,136 @@ def test_a_callback_that_raises_stops_the_process_with_status_1_and_a_fatal_log(
         timer.cancel()
     assert status == 1 and not stop.is_set()
     assert "node /failing: a callback raised RuntimeError: broken callback" in capfd.readouterr().err
+# --- run-time parameter sets (`ros2 param set`), over DDS ---------------------------------
+
+
+class LiveToyNode(Node):
+    """Opts in to run-time changes of `dt` and `backend` only; applies them to `self.cfg`."""
+
+    def __init__(self, **kwargs):
+        super().__init__("live_toy", **kwargs)
+        self.applied = []
+        self.cfg = declare_config(self, ToyConfig, on_change=self._apply, runtime=("dt", "backend"))
+
+    def _apply(self, cfg):
+        self.cfg = cfg
+        self.applied.append(cfg)
+
+
+def set_remote(probe, ex, node_name, **values):
+    """`ros2 param set` from another node: the SetParameters service over DDS; returns the results."""
+    from rcl_interfaces.srv import SetParameters
+
+    client = probe.create_client(SetParameters, f"/{node_name}/set_parameters")
+    assert spin_until(ex, client.service_is_ready, 20.0), f"/{node_name}/set_parameters not found"
+    request = SetParameters.Request(parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in values.items()])
+    future = client.call_async(request)
+    assert spin_until(ex, future.done, 20.0)
+    return future.result().results
+
+
+@pytest.mark.ros
+def test_runtime_sets_are_validated_by_the_config_and_applied_or_refused_with_a_reason():
+    with ros_context() as ctx:
+        node = LiveToyNode(context=ctx, parameter_overrides=[Parameter("joint_names", value=["a"])])
+        probe = Node("param_probe", context=ctx)
+        with executor_with(ctx, node, probe, threads=2) as ex:
+            ok = set_remote(probe, ex, "live_toy", dt=0.05)
+            assert ok[0].successful and node.cfg.dt == 0.05 and node.applied[-1].dt == 0.05
+            out_of_range = set_remote(probe, ex, "live_toy", backend="nonsense")
+            assert not out_of_range[0].successful and "backend" in out_of_range[0].reason
+            assert node.cfg.backend == "mpc" and node.get_parameter("backend").value == "mpc"
+            not_runtime = set_remote(probe, ex, "live_toy", v_max=1.0)
+            assert not not_runtime[0].successful and "read-only" in not_runtime[0].reason.lower()
+            assert node.cfg.v_max == 5.0
+
+
+@pytest.mark.ros
+def test_stitcher_refuses_a_negative_velocity_limit_at_run_time():
+    from plan_stack.trajectory.node import StitcherNode
+
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, parameter_overrides=[Parameter("joint_names", value=["a", "b"])])
+        probe = Node("param_probe", context=ctx)
+        with executor_with(ctx, node, probe, threads=2) as ex:
+            before = node.get_parameter("v_max").value
+            result = set_remote(probe, ex, "stitcher", v_max=-1.0)
+            assert not result[0].successful and result[0].reason
+            assert node.get_parameter("v_max").value == before
+
+
+def test_an_integer_is_accepted_for_a_float_parameter():
+    with ros_context() as ctx:
+        node = _make(ctx, joint_names=["a"], dt=1, v_max=2)
+        try:
+            assert node.cfg.dt == 1.0 and isinstance(node.cfg.dt, float) and node.cfg.v_max == 2.0
+        finally:
+            node.destroy_node()
+
+
+class _StopAfterStart(Node):
+    def __init__(self, stop, fault=None, **kwargs):
+        super().__init__("lifecycle_toy", **kwargs)
+        self.create_timer(0.05, lambda: conventions.fail(self, fault) if fault else stop.set())
+
+
+def _run_in_thread(factories, **kwargs):
+    import threading
+
+    result = {}
+    runner = threading.Thread(target=lambda: result.setdefault("status", conventions.run_nodes(factories, **kwargs)))
+    runner.start()
+    runner.join(timeout=60.0)
+    assert not runner.is_alive(), "run_nodes did not return"
+    return result["status"]
+
+
+@pytest.mark.ros
+def test_run_nodes_works_where_rclpy_init_is_no_context_manager(monkeypatch):
+    """Jazzy's rclpy.init returns None; run_nodes must not use it as a context manager."""
+    import threading
+
+    import rclpy
+
+    real_init = rclpy.init
+    calls = []
+
+    def jazzy_init(*args, **kwargs):
+        calls.append(kwargs)
+        real_init(*args, **kwargs)
+        return None
+
+    monkeypatch.setattr(rclpy, "init", jazzy_init)
+    stop = threading.Event()
+    assert _run_in_thread([lambda: _StopAfterStart(stop)], args=[], stop=stop) == 0
+    assert calls and not rclpy.ok()
+
+
+@pytest.mark.ros
+def test_a_failed_worker_makes_the_process_exit_non_zero():
+    import threading
+
+    stop = threading.Event()
+    assert _run_in_thread([lambda: _StopAfterStart(stop, fault="worker died")], args=[], stop=stop) == 1
+
+
+@pytest.mark.ros
+def test_a_parameter_the_node_does_not_declare_is_refused_at_start():
+    import threading
+
+    stop = threading.Event()
+    make = lambda: ToyNode(parameter_overrides=[Parameter("joint_names", value=["a"]),  # noqa: E731
+                                                Parameter("dtt", value=0.1)])
+    assert _run_in_thread([make], args=[], stop=stop) == 2
+
+
+def test_no_module_uses_rclpy_init_as_a_context_manager():
+    """Jazzy's rclpy.init returns None: `with rclpy.init()` fails there (use conventions.ros_session)."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    offenders = [f"{p.relative_to(root)}:{i + 1}" for folder in ("src", "bench", "scripts")
+                 for p in (root / folder).rglob("*.py")
+                 for i, line in enumerate(p.read_text().splitlines()) if re.search(r"with\s+rclpy\.init\(", line)]
+    assert not offenders, offenders

@@ -28,6 +28,7 @@ import numpy as np
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import DatasetError
 from plan_stack.embodiments.recording import read_bag
+from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["COND_WIDTH", "text_features", "plan_tokens", "load_demo_dir", "load_episode"]
 
@@ -79,7 +80,7 @@ def _read_joint_topics(bag_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray, 
     msgs = read_bag(bag_dir, topics=("/action", "/joint_states"))
     for topic in ("/action", "/joint_states"):
         rows = [msg for _, msg in msgs.get(topic, [])]
-        out[topic] = (np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in rows]),
+        out[topic] = (np.array([sec_nanosec_to_s(m.header.stamp.sec, m.header.stamp.nanosec) for m in rows]),
                       np.array([np.asarray(m.position, dtype=float) for m in rows]),
                       list(rows[0].name) if rows else [])
     return out

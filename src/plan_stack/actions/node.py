@@ -31,7 +31,6 @@ import time
 
 import numpy as np
 import torch
-from builtin_interfaces.msg import Time
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
@@ -45,6 +44,7 @@ from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, re
 from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
 from plan_stack.ros import conventions
+from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
 
 __all__ = ["ChunkerConfig", "ChunkerNode", "main"]
 
@@ -79,13 +79,8 @@ class ChunkerConfig:
             raise ConfigError("joint_names: at least one joint is needed")
 
 
-def _to_s(t: Time) -> float:
-    return t.sec + t.nanosec * 1e-9
-
-
-def _to_time(t_s: float) -> Time:
-    ns = int(round(t_s * 1e9))
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+_to_s = stamp_to_s
+_to_time = s_to_stamp
 
 
 class ChunkerNode(Node):
@@ -255,7 +250,7 @@ class ChunkerNode(Node):
         self.chunks_published += 1
 
     def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        return clock_s(self)
 
 
 main = conventions.node_main(ChunkerNode)

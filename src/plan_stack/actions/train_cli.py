@@ -32,10 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(HeadConfig):
         if f.name in head_fields:
             parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default,
-                                help=f.metadata["plan_stack"].description)
+                                help=f.metadata["plan_stack"].description.replace("%", "%%"))
     for f in dataclasses.fields(TrainConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default,
-                            help=f.metadata["plan_stack"].description)
+                            help=f.metadata["plan_stack"].description.replace("%", "%%"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ joint names, limits, command publishers), `_joint_to_stack` (joint_states
 units -> stack units), `_publish_command` and, where it differs from
 "decelerate from the present reference", `_stop_start`. The config must have
 `watchdog_timeout`, `jump_tolerance`, `goal_time_tolerance`,
-`feedback_period`, `stop_deceleration_scale` and `goal_tolerance`.
+`feedback_period`, `stop_deceleration_scale`, `goal_tolerance` and `max_start_delay`.
 """
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ from plan_stack.embodiments.validation import (
     stop_trajectory,
 )
 from plan_stack.ros import conventions
+from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["ArmBridgeNode"]
 
@@ -96,6 +97,7 @@ class ArmBridgeNode(Node):
             callback_group=self._group,
         )
         self.create_timer(cfg.watchdog_timeout / 4.0, self._watchdog, callback_group=self._group)
+        conventions.on_clock_reset(self, self._on_clock_reset)
 
     # --- embodiment hooks ---------------------------------------------------------
 
@@ -122,22 +124,46 @@ class ArmBridgeNode(Node):
         """(reference to stop from, stamp of the stop trajectory); lock held."""
         return self._follower.sample(now), now
 
+    def _on_clock_reset(self) -> None:
+        """Time went back (simulator reset/restart): forget the reference and the measured state.
+
+        Holding or tracking the pre-reset reference would drive the reset robot back to where the old one
+        was; running goals end (preempted), and commands are refused until joint_states arrive again.
+        """
+        with self._lock:
+            self._follower = None
+            self._measured = None
+            self._seq += 1
+            self._hold_sent = False
+            self._idle_since_s = None
+        self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
+        self.diagnostics.report("clock", conventions.WARN, "clock jumped back: state dropped; waiting for "
+                                "joint_states", now=True)
+
     # --- inputs -----------------------------------------------------------------
 
     def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        return clock_s(self)
 
     def _on_joint_states(self, msg: JointState) -> None:
         index = {n: i for i, n in enumerate(msg.name)}
         needed = self.state_joint_names
+        problem = None
         if any(n not in index for n in needed) or len(msg.position) != len(msg.name):
-            self.diagnostics.report("joint_states", conventions.ERROR, f"joint_states lacks some of {list(needed)}",
-                                    now=True)
+            problem = f"joint_states lacks some of {list(needed)}"
+        elif len(index) != len(msg.name):
+            problem = "joint_states names a joint twice"
+        else:
+            raw = np.array([msg.position[index[n]] for n in needed], dtype=np.float64)
+            if not np.all(np.isfinite(raw)):
+                problem = "joint_states has NaN/inf positions"
+        if problem is not None:  # never measured, never held to, never tracked against
+            self.diagnostics.report("joint_states", conventions.ERROR, f"rejected: {problem}", now=True)
             return
-        q = self._joint_to_stack(np.array([msg.position[index[n]] for n in needed]))
+        q = self._joint_to_stack(raw)
         with self._lock:
             self._measured = q
-            self._measured_s = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            self._measured_s = stamp_to_s(msg.header.stamp)
             if self._follower is None:
                 self._follower = TrajectoryFollower(self.names, q)
                 self._on_first_state(q)
@@ -162,6 +188,11 @@ class ArmBridgeNode(Node):
             if self._follower is None:
                 return Verdict(False, INVALID_GOAL, "no joint_states received yet: the robot state is unknown"), -1, 0.0
             initial = self._follower.sample(now)
+            ahead = traj.start_s(now) + float(traj.times_s[0]) - now if len(traj.times_s) else 0.0
+            if ahead > self.cfg.max_start_delay:
+                return Verdict(False, INVALID_GOAL,
+                               f"header.stamp: the first point is due in {ahead:.3f} s, more than max_start_delay "
+                               f"{self.cfg.max_start_delay} s ahead (a wrong clock or stamp?)"), -1, 0.0
             verdict = check_trajectory(traj, self.names, self.limits, now, initial,
                                        jump_tolerance=self.cfg.jump_tolerance)
             if not verdict.ok:
@@ -187,6 +218,8 @@ class ArmBridgeNode(Node):
     def _stop(self) -> None:
         """Decelerate to rest within the acceleration limits (from `_stop_start`)."""
         with self._lock:
+            if self._follower is None:  # state dropped (clock reset): nothing is being commanded
+                return
             now = self._now()
             ref, t0 = self._stop_start(now)
             stop = stop_trajectory(ref, self.limits, self.cfg.stop_deceleration_scale)

@@ -248,9 +248,13 @@ class TrajectoryFollower:
             velocities=None if traj.velocities is None else traj.velocities[:, order],
             accelerations=None if traj.accelerations is None else traj.accelerations[:, order],
         )
+        t = traj.times_s
+        if len(t) == 0 or t[0] < 0 or np.any(np.diff(t) <= 0):
+            raise TrajectoryError("time_from_start: must start at >= 0 and increase strictly")
         start = traj.start_s(now_s)
         if start + traj.times_s[-1] < now_s and traj.times_s[-1] > 0:
             return False
+        spline_from(traj, start, None, start)  # anything that cannot be followed fails here, not mid-control
         self._pending = (start, traj, now_s)
         return True
 

@@ -21,10 +21,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
+from plan_stack.embodiments.gl_backend import choose_backend
 from plan_stack.embodiments.joint_trajectory import TrajectoryError, TrajectoryFollower
-from plan_stack.embodiments.trajectory_convert import s_to_stamp, trajectory_from_msg
+from plan_stack.embodiments.trajectory_convert import trajectory_from_msg
 from plan_stack.ros import conventions
 from plan_stack.ros.image import numpy_to_image
+from plan_stack.ros.time import s_to_stamp
 
 __all__ = ["Every", "pose_msg", "camera_info_msg", "ClockPublisher", "CameraPublisher", "SimNode",
            "follow_trajectory_msg"]
@@ -116,6 +118,17 @@ class SimNode(Node):
 
     #: Falling this far (wall s) behind the pace re-anchors it instead of catching up in a burst.
     _MAX_LAG_S = 0.5
+    #: Parameters a running simulator applies when set (`ros2 param set`); every other one is read-only.
+    RUNTIME_PARAMETERS = ("real_time_factor",)
+
+    def declare_sim_config(self, config_type: type):
+        """Declare the simulator's config; `real_time_factor` may be changed at run time (validated, applied)."""
+        return conventions.declare_config(self, config_type, on_change=self._apply_config,
+                                          runtime=self.RUNTIME_PARAMETERS)
+
+    def _apply_config(self, cfg) -> None:
+        self.cfg = cfg
+        self._real_time_factor = cfg.real_time_factor
 
     def start_physics(self, thread_name: str, real_time_factor: float) -> None:
         self._real_time_factor = real_time_factor
@@ -125,6 +138,11 @@ class SimNode(Node):
 
     def open_renderer(self):
         return None
+
+    @staticmethod
+    def offscreen_gl() -> str:
+        """Pick a working offscreen GL backend (EGL, then OSMesa) unless MUJOCO_GL is set; call before rendering."""
+        return choose_backend()
 
     def physics_step(self) -> None:
         raise NotImplementedError
@@ -139,6 +157,8 @@ class SimNode(Node):
             rtf = self._real_time_factor
             wall0, sim0 = time.monotonic(), self.sim.time_s
             while self._running and rclpy.ok(context=self.context):
+                if self._real_time_factor != rtf:  # changed at run time: pace anew from here
+                    rtf, wall0, sim0 = self._real_time_factor, time.monotonic(), self.sim.time_s
                 self.physics_step()
                 t = self.sim.time_s
                 self.publish_due(t, s_to_stamp(t), renderer)
@@ -148,12 +168,11 @@ class SimNode(Node):
                         time.sleep(ahead)
                     elif ahead < -self._MAX_LAG_S:  # fell behind (slow machine): do not catch up in a burst
                         wall0, sim0 = time.monotonic(), t
-        except Exception as exc:  # a dead physics thread must be visible, not silent
+        except Exception as exc:  # a dead physics thread must not leave a live node with a dead robot
             if not (self._running and rclpy.ok(context=self.context)):
                 return  # shutting down: publishing into a closed context is expected
-            self.get_logger().fatal(f"physics thread stopped: {exc!r}")
             self.diagnostics.report("physics", conventions.ERROR, f"physics thread stopped: {exc!r}", now=True)
-            raise
+            conventions.fail(self, f"physics thread stopped: {exc!r}")  # FATAL log; the process exits 1
         finally:
             if renderer is not None:
                 renderer.close()
@@ -164,18 +183,40 @@ class SimNode(Node):
             self._thread.join(timeout=5.0)
 
 
+#: Numerical slack on the servo position range (joint units) before a command point counts as outside it.
+POSITION_SLACK = 1e-6
+
+
 def follow_trajectory_msg(node: Node, key: str, follower: TrajectoryFollower, msg: JointTrajectory,
-                          lock: threading.Lock, now_s: Callable[[], float]) -> None:
+                          lock: threading.Lock, now_s: Callable[[], float],
+                          max_start_delay: float = float("inf"),
+                          position_range: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Hand a controller's JointTrajectory to its follower (joint_trajectory_controller semantics).
 
-    Malformed or non-finite trajectories are rejected (warning + ERROR diagnostic `key`), never followed;
-    one that ended in the past is ignored with a WARN.
+    Malformed or non-finite trajectories, ones due more than `max_start_delay` s ahead (a wrong clock
+    or stamp) and ones with a point outside `position_range` (follower joint order; the servos would
+    clip it and drive to the limit) are rejected (warning + ERROR diagnostic `key`), never followed; one
+    that ended in the past is ignored with a WARN.
     """
     try:
         traj = trajectory_from_msg(msg)
         if not all(np.all(np.isfinite(a)) for a in (traj.positions, traj.velocities, traj.accelerations)
                    if a is not None):
             raise TrajectoryError("positions: non-finite values")
+        now = now_s()
+        ahead = traj.start_s(now) + float(traj.times_s[0]) - now
+        if ahead > max_start_delay:
+            raise TrajectoryError(f"header.stamp: due in {ahead:.3f} s, more than {max_start_delay} s ahead")
+        if position_range is not None:
+            order = [traj.joint_names.index(n) for n in follower.joint_names if n in traj.joint_names]
+            if len(order) == len(follower.joint_names):
+                q = traj.positions[:, order]
+                lo, hi = position_range
+                bad = np.argwhere((q < lo - POSITION_SLACK) | (q > hi + POSITION_SLACK))
+                if bad.size:
+                    i, j = (int(x) for x in bad[0])
+                    raise TrajectoryError(f"positions: {follower.joint_names[j]} = {q[i, j]:.6g} at point {i} is "
+                                          f"outside [{lo[j]:.6g}, {hi[j]:.6g}]")
         with lock:
             accepted = follower.set_trajectory(traj, now_s())
     except TrajectoryError as exc:

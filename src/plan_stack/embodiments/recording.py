@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from plan_stack.stamps import s_to_ns, s_to_sec_nanosec
+
 __all__ = ["BagWriter", "RecordOptions", "check_image_size", "new_bag_path", "every_steps", "read_bag"]
 
 
@@ -93,13 +95,12 @@ class BagWriter:
         self.Time, self.Header = T["builtin_interfaces/msg/Time"], T["std_msgs/msg/Header"]
 
     def header(self, t_s: float, frame_id: str = ""):
-        sec = int(np.floor(t_s))
-        return self.Header(stamp=self.Time(sec=sec, nanosec=int(round((t_s - sec) * 1e9)) % 1_000_000_000),
-                           frame_id=frame_id)
+        sec, nanosec = s_to_sec_nanosec(t_s)
+        return self.Header(stamp=self.Time(sec=sec, nanosec=nanosec), frame_id=frame_id)
 
     def write(self, topic: str, t_s: float, msg) -> None:
         data = self.ts.serialize_cdr(msg, self._types[topic])
-        self._writer.write(self._conn[topic], int(round(t_s * 1e9)), data)
+        self._writer.write(self._conn[topic], s_to_ns(t_s), data)
 
     def write_camera(self, name: str, t_s: float, frame_id: str, rgb: np.ndarray, cam) -> None:
         """`/cameras/<name>/image_raw` and `/cameras/<name>/camera_info` with the same header."""

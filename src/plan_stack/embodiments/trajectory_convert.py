@@ -6,35 +6,17 @@ messages; bridges and simulators of every embodiment share it.
 from __future__ import annotations
 
 import numpy as np
-from builtin_interfaces.msg import Duration, Time
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from plan_stack.embodiments.joint_trajectory import Trajectory, TrajectoryError
+from plan_stack.ros.time import duration_to_s, s_to_duration, s_to_stamp, stamp_to_s
 
 __all__ = ["stamp_to_s", "s_to_stamp", "duration_to_s", "s_to_duration", "trajectory_from_msg", "trajectory_to_msg"]
 
 
-def stamp_to_s(stamp) -> float:
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
-
-
-def s_to_stamp(t: float) -> Time:
-    sec = int(np.floor(t))
-    return Time(sec=sec, nanosec=min(int(round((t - sec) * 1e9)), 999_999_999))
-
-
-def _duration_s(d) -> float:
-    return float(d.sec) + 1e-9 * float(d.nanosec)
-
-
-def _s_to_duration(t: float) -> Duration:
-    sec = int(np.floor(t))
-    return Duration(sec=sec, nanosec=min(int(round((t - sec) * 1e9)), 999_999_999))
-
-
-#: Public names of the Duration helpers (the driving bridge converts its own message with them).
-duration_to_s = _duration_s
-s_to_duration = _s_to_duration
+# Time conversions live in plan_stack.ros.time (one integer-nanosecond rounding); re-exported here.
+_s_to_duration = s_to_duration
+_duration_s = duration_to_s
 
 
 def trajectory_from_msg(msg: JointTrajectory) -> Trajectory:

@@ -20,7 +20,6 @@ import copy
 import time
 
 import numpy as np
-from builtin_interfaces.msg import Time
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
@@ -34,6 +33,7 @@ from plan_stack.ingest.preprocess import Preprocessor
 from plan_stack.ingest.sync import JOINTS, DropReason, SyncedSet, Synchronizer, Update
 from plan_stack.msg import Observation
 from plan_stack.ros import conventions
+from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
 from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
 
 __all__ = ["IngestNode", "main"]
@@ -43,13 +43,8 @@ _LEVELS = {Level.OK: conventions.OK, Level.WARN: conventions.WARN, Level.ERROR: 
 _BAD_INPUT = {DropReason.STAMP_FUTURE, DropReason.STAMP_PAST, DropReason.BAD_INPUT}
 
 
-def _to_s(stamp: Time) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
-
-
-def _to_time(t_s: float) -> Time:
-    ns = round(t_s * 1e9)
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+_to_s = stamp_to_s
+_to_time = s_to_stamp
 
 
 class IngestNode(Node):
@@ -150,7 +145,7 @@ class IngestNode(Node):
     # --- helpers ------------------------------------------------------------------
 
     def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        return clock_s(self)
 
     @staticmethod
     def _status_name(stream: str) -> str:

@@ -21,17 +21,15 @@ import time
 
 import numpy as np
 import rclpy
-from builtin_interfaces.msg import Time
 from sensor_msgs.msg import Image, JointState
 
 from plan_stack.ingest.synthetic import joint_positions, schedule
 from plan_stack.ros import conventions
+from plan_stack.ros.time import s_to_stamp
 from plan_stack.ros.image import numpy_to_image
 
 
-def _time(t_s: float) -> Time:
-    ns = round(t_s * 1e9)
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+_time = s_to_stamp
 
 
 def _image(width: int, height: int, encoding: str, seed: int) -> Image:
@@ -76,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     bad = [tuple(int(x) for x in b.split(":")) for b in args.bad]
     qos = conventions.qos_by_name(args.qos)
     published = {"frames": [0] * len(cams), "bad": 0, "joints": 0, "late_ms_max": 0.0}
-    with rclpy.init():
+    with conventions.ros_session():
         node = rclpy.create_node("synthetic_rig")
         pubs = [node.create_publisher(Image, f"cameras/{c}/image_raw", qos) for c in cams]
         jpub = node.create_publisher(JointState, "joint_states", conventions.qos_by_name(args.joint_qos))

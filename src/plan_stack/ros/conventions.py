@@ -5,15 +5,25 @@
   metadata; the values come from `config/<robot>.yaml` (bring-up, launch files
   or `--params-file`). A wrong type, out-of-range or missing required value
   raises `ParameterError` naming the parameter, and `run_nodes` turns that
-  into a one-line fatal log and exit status 2 at start-up.
+  into a one-line fatal log and exit status 2 at start-up; so does a
+  parameter given to a node that does not declare it (a misspelled name).
+  An integer is accepted where a float is expected. At run time
+  (`ros2 param set`, `set_parameters`) a node that passes `on_change` accepts
+  changes of its non-read-only fields, validated by the same dataclass (a bad
+  value is refused with the dataclass's message) and applied through
+  `on_change(new_config)`; every other parameter is read-only and refused.
 * QoS: the named profiles below, chosen by meaning.
 * Diagnostics: `Diagnostics` publishes `diagnostic_msgs/DiagnosticArray` on
   `/diagnostics` (absolute, as diagnostic_aggregator expects).
 * Lifecycle: `run_nodes` spins one or more nodes and shuts down cleanly on
-  SIGINT/SIGTERM, calling each node's `close()` if it has one.
+  SIGINT/SIGTERM, calling each node's `close()` if it has one. A node whose
+  worker thread dies calls `fail(node, reason)`: FATAL log, and the process
+  exits with status 1 instead of lingering half-alive. `ros_session` starts
+  and stops rclpy without `rclpy.init`'s context manager (absent on Jazzy).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -22,7 +32,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
 from rclpy.exceptions import (
     InvalidParameterTypeException,
     InvalidParameterValueException,
@@ -107,9 +117,9 @@ _SCALAR_TYPES = {
 }
 
 
-def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind) -> ParameterDescriptor:
+def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind, read_only: bool) -> ParameterDescriptor:
     info = info_of(f)
-    desc = ParameterDescriptor(name=name, description=info.description, read_only=info.read_only)
+    desc = ParameterDescriptor(name=name, description=info.description, read_only=read_only)
     if kind.dynamic:
         desc.dynamic_typing = True
         desc.type = ParameterType.PARAMETER_NOT_SET
@@ -158,21 +168,54 @@ def _declaration(f: dataclasses.Field, kind: FieldKind) -> tuple[Any, Any]:
     return (list(default) if isinstance(default, tuple) else default), default
 
 
-def declare_config(node: Node, cls: type[C], prefix: str = "", **fixed: Any) -> C:
+def _accept_int_for_float(node: Node, pname: str, kind: FieldKind) -> None:
+    """An integer override (YAML `10`) of a float parameter becomes 10.0 (rclpy would refuse the type)."""
+    override = node._parameter_overrides.get(pname)
+    if override is None or kind.dynamic:
+        return
+    if kind.scalar is float and override.type_ == Parameter.Type.INTEGER:
+        node._parameter_overrides[pname] = Parameter(pname, Parameter.Type.DOUBLE, float(override.value))
+    elif kind.item is float and override.type_ == Parameter.Type.INTEGER_ARRAY:
+        node._parameter_overrides[pname] = Parameter(pname, Parameter.Type.DOUBLE_ARRAY,
+                                                     [float(v) for v in override.value])
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # array.array / numpy arrays from rclpy
+        return value.tolist()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def declare_config(node: Node, cls: type[C], prefix: str = "", on_change: Callable[[C], None] | None = None,
+                   runtime: Iterable[str] | None = None, **fixed: Any) -> C:
     """Declare every field of `cls` as a parameter and build the config.
 
     `prefix` namespaces the parameters (`prefix.field`). Fields named in
     `fixed` are not declared (the node supplies them). Raises ParameterError
     naming the parameter when a value is missing, mistyped or out of range.
+
+    Without `on_change` every parameter is read-only at run time (a set is
+    refused with a reason). With it, fields not marked `read_only` may be set
+    at run time: the new config is built by `dataclasses.replace` (so the
+    dataclass validates it; a refusal carries its message) and handed to
+    `on_change` once rclpy has stored the values. `runtime` narrows the
+    settable fields to those named (the ones `on_change` really applies).
     """
+    settable = None if runtime is None else set(runtime)
     values: dict[str, Any] = dict(fixed)
+    names: dict[str, str] = {}  # parameter name -> field name
     for name, (f, kind) in field_kinds(cls).items():
         if name in fixed:
             continue
         pname = f"{prefix}.{name}" if prefix else name
+        names[pname] = name
         declared, unset = _declaration(f, kind)
+        _accept_int_for_float(node, pname, kind)
+        read_only = on_change is None or info_of(f).read_only or (settable is not None and name not in settable)
         try:
-            node.declare_parameter(pname, declared, _descriptor(pname, f, kind))
+            node.declare_parameter(pname, declared, _descriptor(pname, f, kind, read_only))
             value = node.get_parameter(pname).value
         except ParameterUninitializedException:
             value = None
@@ -182,19 +225,85 @@ def declare_config(node: Node, cls: type[C], prefix: str = "", **fixed: Any) -> 
             if unset is _REQUIRED:
                 raise _param_error(node, f"{pname}: required parameter is missing")
             value = unset
-        if hasattr(value, "tolist"):  # array.array / numpy arrays from rclpy
-            value = value.tolist()
-        elif isinstance(value, tuple):
-            value = list(value)
-        values[name] = value
+        values[name] = _plain(value)
     try:
-        return cls(**values)
+        cfg = cls(**values)
     except ConfigError as exc:
         raise _param_error(node, f"{prefix + '.' if prefix else ''}{exc}") from None
+    if on_change is not None:
+        _watch_changes(node, cfg, names, prefix, on_change)
+    return cfg
+
+
+def _watch_changes(node: Node, cfg: Any, names: dict[str, str], prefix: str, on_change: Callable) -> None:
+    """Validate run-time sets of this config's parameters with the dataclass; apply accepted ones."""
+    state = {"cfg": cfg, "pending": None}
+
+    def candidate(params: list[Parameter]) -> Any:
+        changes = {names[p.name]: _plain(p.value) for p in params if p.name in names}
+        return dataclasses.replace(state["cfg"], **changes) if changes else None
+
+    def on_set(params: list[Parameter]) -> SetParametersResult:
+        try:
+            state["pending"] = candidate(params)
+        except ConfigError as exc:
+            return SetParametersResult(successful=False, reason=f"{prefix + '.' if prefix else ''}{exc}")
+        return SetParametersResult(successful=True)
+
+    def post_set(params: list[Parameter]) -> None:
+        new, state["pending"] = state["pending"], None
+        if new is None:
+            return
+        state["cfg"] = new
+        try:
+            on_change(new)
+        except Exception as exc:  # the values are stored; say loudly that applying them failed
+            node.get_logger().error(f"applying parameter change failed: {exc!r}")
+        else:
+            node.get_logger().info("parameters changed: " + ", ".join(
+                f"{p.name}={_plain(p.value)!r}" for p in params if p.name in names))
+
+    node.add_on_set_parameters_callback(on_set)
+    node.add_post_set_parameters_callback(post_set)
+
+
+def check_overrides(node: Node) -> None:
+    """Refuse parameters given to a node that it never declared (a misspelled name in the config).
+
+    rclpy silently ignores such overrides; a robot would then run on a default
+    the operator thought they had changed.
+    """
+    unknown = sorted(n for n in node._parameter_overrides if not node.has_parameter(n))
+    if unknown:
+        known = sorted(n for n in node._parameters if n != "start_type_description_service")
+        raise _param_error(node, f"{unknown[0]}: unknown parameter (declared: {known})")
 
 
 def _param_error(node: Node, message: str) -> ParameterError:
     return ParameterError(f"{message} (node '{node.get_fully_qualified_name()}')")
+
+
+# --- clock resets ---------------------------------------------------------------
+
+#: A backward jump of ROS time by more than this (s) is a clock reset (a simulator reset or restart).
+CLOCK_RESET_S = 1e-3
+
+
+def on_clock_reset(node: Node, callback: Callable[[], None]) -> None:
+    """Call `callback()` (no arguments, must not block) whenever the node's ROS time jumps backwards.
+
+    With sim time, a restarted or reset simulator starts /clock again from 0: state kept from before
+    (references, measured states, chunks) would be replayed against a different world.
+    """
+    from rclpy.clock import JumpThreshold
+    from rclpy.duration import Duration
+
+    threshold = JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-int(CLOCK_RESET_S * 1e9)),
+                              on_clock_change=False)
+    handle = node.get_clock().create_jump_callback(threshold, post_callback=lambda _jump: callback())
+    handles = getattr(node, "_plan_stack_jump_handles", [])
+    handles.append(handle)  # the handle must outlive the node's use of it
+    node._plan_stack_jump_handles = handles
 
 
 # --- diagnostics ----------------------------------------------------------------
@@ -293,6 +402,32 @@ class _StopSignals:
             signal.signal(sig, handler)
 
 
+def fail(node: Node, reason: str) -> None:
+    """A node's worker died: FATAL log, ERROR diagnostic if it has any, and `run_nodes` exits with status 1."""
+    node.get_logger().fatal(reason)
+    diagnostics = getattr(node, "diagnostics", None)
+    if isinstance(diagnostics, Diagnostics):
+        try:
+            diagnostics.report("fatal", ERROR, reason, now=True)
+        except Exception:  # the context may be closing; the log and the exit status still say it
+            pass
+    node.fatal_error = reason
+
+
+@contextlib.contextmanager
+def ros_session(args: list[str] | None = None, **kwargs: Any):
+    """rclpy.init ... rclpy.try_shutdown, on every distribution.
+
+    Kilted's `rclpy.init` also returns a context manager, Jazzy's returns
+    None; calling it plainly and shutting down in `finally` works on both.
+    """
+    rclpy.init(args=args, **kwargs)
+    try:
+        yield
+    finally:
+        rclpy.try_shutdown()
+
+
 def executor_for(node: Node, threads: int | None = None) -> Executor:
     """The cheapest executor that serves `node`.
 
@@ -319,17 +454,19 @@ def run_nodes(
 
     Each node spins on its own executor (`executor_for`) in its own thread, so
     nodes in one process cannot starve each other and an idle node sleeps in
-    its wait set. Returns the process exit status: 0 on a clean shutdown, 1
-    when a node's callback raised (logged FATAL), 2 when a node rejected its
-    parameters at start-up.
+    its wait set. Returns the process exit status: 0 on a clean shutdown, 2
+    when a node rejected its parameters at start-up, 1 when a node failed
+    (`fail`) or a callback raised (FATAL log naming the node).
     """
     nodes: list[Node] = []
-    with _StopSignals() as signals, rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
+    status = 0
+    with _StopSignals() as signals, ros_session(args=args, signal_handler_options=SignalHandlerOptions.NO):
         stopping = signals.event if stop is None else stop
         try:
             try:
                 for make in factories:
                     nodes.append(make())
+                    check_overrides(nodes[-1])
             except ConfigError as exc:
                 rclpy.logging.get_logger("plan_stack").fatal(f"invalid parameter {exc}")
                 return 2
@@ -344,7 +481,16 @@ def run_nodes(
             try:
                 while (rclpy.ok() and not stopping.is_set() and not signals.event.is_set()
                        and all(t.is_alive() for t in spinners)):
+                    failed = [n for n in nodes if getattr(n, "fatal_error", None)]
+                    if failed:
+                        for n in failed:
+                            sys.stderr.write(f"plan_stack: node {n.get_name()} failed: {n.fatal_error}\n")
+                        status = 1
+                        break
                     signals.event.wait(STOP_POLL_S)
+                if (rclpy.ok() and not all(t.is_alive() for t in spinners) and not stopping.is_set()
+                        and not signals.event.is_set()):
+                    status = status or 1
             finally:
                 shutting_down.set()
                 for node, executor in zip(nodes, executors):
@@ -353,11 +499,11 @@ def run_nodes(
                 for spinner in spinners:
                     spinner.join(timeout=1.0)
             if any(s.error is not None for s in spinners):
-                return 1
+                status = 1
         finally:
             for node in reversed(nodes):
                 _close(node)
-    return 0
+    return status
 
 
 class _Spinner(threading.Thread):

@@ -37,7 +37,7 @@ class StitcherNodeConfig:
         "rest (only for open-loop simulation without joint_states)", "joint_states",
         choices=("joint_states", "chunk"))
     execute_action: str = param(
-        "ExecuteTrajectory action each trajectory is also sent to (e.g. /aloha_bridge/execute_trajectory); "
+        "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")
     bridge_timeout_s: float = param("How long to wait for the bridge's action server / goal acceptance (s)", 1.0,
                                     min=0.0)

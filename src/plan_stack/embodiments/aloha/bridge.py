@@ -54,6 +54,9 @@ class AlohaBridgeConfig:
     goal_tolerance: float = param("max |position error| at the end of a goal (rad; grippers normalised)", 0.15, min=0.0)
     gripper_goal_tolerance: float = param("max |gripper error| at the end of a goal (normalised; grasping stalls it)", 1.0, min=0.0)
     goal_time_tolerance: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
+    max_start_delay: float = param(
+        "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
+        "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max position difference between the present reference and a point due now", 0.02, min=0.0)
     feedback_period: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
     command_latency: float = param(

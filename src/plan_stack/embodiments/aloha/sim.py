@@ -56,6 +56,11 @@ class AlohaSim:
         self.reset(seed=0)
 
     @property
+    def command_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) position targets the 14 joint servos accept (joint units)."""
+        return self._ctrl_lo[self._ctrl_idx].copy(), self._ctrl_hi[self._ctrl_idx].copy()
+
+    @property
     def timestep_s(self) -> float:
         return float(self.model.opt.timestep)
 

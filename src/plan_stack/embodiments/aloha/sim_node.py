@@ -63,6 +63,9 @@ class AlohaSimConfig:
     left_gripper_controller: str = param("left gripper controller name", "left_gripper_controller", read_only=True)
     right_gripper_controller: str = param("right gripper controller name", "right_gripper_controller", read_only=True)
     world_frame: str = param("frame of the ground-truth poses", "world", read_only=True)
+    max_start_delay: float = param(
+        "a controller command due further ahead than this (s, sim time) is refused: a wrong clock or stamp",
+        10.0, min=0.0, read_only=True)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -78,7 +81,7 @@ class AlohaSimConfig:
 class AlohaSimNode(SimNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("aloha_sim", **kwargs)
-        cfg = conventions.declare_config(self, AlohaSimConfig)
+        cfg = self.declare_sim_config(AlohaSimConfig)
         self.cfg = cfg
         from plan_stack.embodiments.aloha.sim import AlohaSim
 
@@ -87,6 +90,9 @@ class AlohaSimNode(SimNode):
         self._lock = threading.Lock()
         self.diagnostics = conventions.Diagnostics(self, 1.0)
         start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
+        lo, hi = self.sim.command_range
+        self._ranges = {key: (lo[[JOINT_NAMES.index(j) for j in joints]], hi[[JOINT_NAMES.index(j) for j in joints]])
+                        for key, joints in ARM_CONTROLLER_JOINTS.items()}
         self._followers: dict[str, TrajectoryFollower] = {}
         self._index: dict[str, list[int]] = {}
         for key, joints in ARM_CONTROLLER_JOINTS.items():
@@ -97,9 +103,10 @@ class AlohaSimNode(SimNode):
             self.create_subscription(
                 JointTrajectory, f"{controller}/joint_trajectory",
                 lambda msg, k=key: follow_trajectory_msg(self, k, self._followers[k], msg, self._lock,
-                                                         lambda: self.sim.time_s),
+                                                         lambda: self.sim.time_s, cfg.max_start_delay,
+                                                         self._ranges[k]),
                 conventions.RELIABLE_QOS)
-        self._clock = ClockPublisher(self, cfg.clock_rate_hz)
+        self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_optical_frame" for c in cfg.cameras}, cfg.camera_rate_hz)
         self._obj_pub = {o: self.create_publisher(PoseStamped, f"ground_truth/{o}/pose", conventions.SENSOR_QOS)
@@ -116,6 +123,7 @@ class AlohaSimNode(SimNode):
     def open_renderer(self):
         if not self._cameras.enabled:
             return None
+        self.offscreen_gl()
         from plan_stack.embodiments.aloha.sim import CameraRenderer
 
         return CameraRenderer(self.sim, self.cfg.camera_width, self.cfg.camera_height, tuple(self._cameras.frames))
@@ -129,7 +137,7 @@ class AlohaSimNode(SimNode):
         self.sim.step()
 
     def publish_due(self, t: float, stamp: Time, renderer) -> None:
-        self._clock.tick(t, stamp)
+        self._clock_pub.tick(t, stamp)
         if self._js.due(t):
             self._publish_joint_states(stamp)
         if self._gt.due(t):

@@ -22,7 +22,7 @@ from plan_stack.embodiments.drive.errors import DriveError
 from plan_stack.embodiments.drive.msg_convert import ego_from_odometry, primitives_of, trajectory_to_msg
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams
-from plan_stack.embodiments.trajectory_convert import stamp_to_s
+from plan_stack.ros.time import clock_s, stamp_to_s
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.msg import VisualPlan
 from plan_stack.ros import conventions
@@ -47,7 +47,7 @@ class DriveBridgeNode(Node):
         self.create_timer(self.cfg.watchdog_timeout / 4.0, self._watchdog)
 
     def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        return clock_s(self)
 
     def _on_odom(self, msg: Odometry) -> None:
         try:

@@ -62,7 +62,7 @@ class DriveSimConfig:
 class DriveSimNode(SimNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("drive_sim", **kwargs)
-        self.cfg = cfg = conventions.declare_config(self, DriveSimConfig)
+        self.cfg = cfg = self.declare_sim_config(DriveSimConfig)
         scene = conventions.declare_config(self, DriveSceneConfig, prefix="scene")
         self.vehicle = conventions.declare_config(self, VehicleParams, prefix="vehicle")
         follower = conventions.declare_config(self, FollowerConfig, prefix="follower")
@@ -75,7 +75,7 @@ class DriveSimNode(SimNode):
         self.follower = PurePursuit(self.vehicle, follower)
         self._lock = threading.Lock()
         self.diagnostics = conventions.Diagnostics(self, 1.0)
-        self._clock = ClockPublisher(self, cfg.clock_rate_hz)
+        self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._odom_pub = self.create_publisher(Odometry, "odom", conventions.SENSOR_QOS)
         self._cameras = CameraPublisher(self, {"front": cfg.camera_frame}, cfg.camera_rate_hz)
         obstacles = self.create_publisher(PoseArray, "ground_truth/obstacles", conventions.LATCHED_QOS)
@@ -118,6 +118,7 @@ class DriveSimNode(SimNode):
     def open_renderer(self):
         if not self._cameras.enabled:
             return None
+        self.offscreen_gl()
         from plan_stack.embodiments.drive.sim import FrontCamera
 
         return FrontCamera(self.sim, self.cfg.camera_width, self.cfg.camera_height)
@@ -128,7 +129,7 @@ class DriveSimNode(SimNode):
             self.sim.step(cmd.accel_mps2, cmd.steer_rad)
 
     def publish_due(self, t: float, stamp: Time, camera) -> None:
-        self._clock.tick(t, stamp)
+        self._clock_pub.tick(t, stamp)
         if self._odom.due(t):
             self._odom_pub.publish(self._odometry(stamp))
         if camera is not None:

@@ -58,6 +58,12 @@ class FrankaSim:
         self.reset(seed=0)
 
     @property
+    def command_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) position targets the 7 arm servos accept (rad, real convention)."""
+        a, b = model_to_real(self._lo.copy()), model_to_real(self._hi.copy())
+        return np.minimum(a, b), np.maximum(a, b)
+
+    @property
     def timestep_s(self) -> float:
         return float(self.model.opt.timestep)
 

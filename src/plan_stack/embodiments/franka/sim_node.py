@@ -60,6 +60,9 @@ class FrankaSimConfig:
     arm_controller: str = param("arm controller name (topic prefix)", "fr3_arm_controller", read_only=True)
     gripper: str = param("gripper command prefix: <gripper>/move", "franka_gripper", read_only=True)
     world_frame: str = param("frame of the ground-truth poses", "world", read_only=True)
+    max_start_delay: float = param(
+        "a controller command due further ahead than this (s, sim time) is refused: a wrong clock or stamp",
+        10.0, min=0.0, read_only=True)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -75,7 +78,7 @@ class FrankaSimConfig:
 class FrankaSimNode(SimNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("franka_sim", **kwargs)
-        self.cfg = cfg = conventions.declare_config(self, FrankaSimConfig)
+        self.cfg = cfg = self.declare_sim_config(FrankaSimConfig)
         from plan_stack.embodiments.franka.sim import FrankaSim
 
         self.sim = FrankaSim(offscreen_size=(cfg.camera_width, cfg.camera_height))
@@ -85,10 +88,11 @@ class FrankaSimNode(SimNode):
         self.diagnostics = conventions.Diagnostics(self, 1.0)
         self.create_subscription(
             JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
-            lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s),
+            lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s,
+                                              cfg.max_start_delay, self.sim.command_range),
             conventions.RELIABLE_QOS)
         self.create_subscription(JointState, f"{cfg.gripper}/move", self._on_gripper, conventions.RELIABLE_QOS)
-        self._clock = ClockPublisher(self, cfg.clock_rate_hz)
+        self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_camera_optical_frame" for c in cfg.cameras},
                                         cfg.camera_rate_hz)
@@ -118,6 +122,7 @@ class FrankaSimNode(SimNode):
     def open_renderer(self):
         if not self._cameras.enabled:
             return None
+        self.offscreen_gl()
         from plan_stack.embodiments.franka.sim import Cameras
 
         return Cameras(self.sim, self.cfg.camera_width, self.cfg.camera_height, tuple(self._cameras.frames))
@@ -128,7 +133,7 @@ class FrankaSimNode(SimNode):
             self.sim.step()
 
     def publish_due(self, t: float, stamp: Time, cameras) -> None:
-        self._clock.tick(t, stamp)
+        self._clock_pub.tick(t, stamp)
         if self._js.due(t):
             self._publish_joint_states(stamp)
         if self._gt.due(t):

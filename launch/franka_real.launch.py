@@ -1,0 +1,10 @@
+"""Start the franka stack on the real robot (no simulator): `ros2 launch plan_stack franka_real.launch.py`.
+
+Nodes and parameters come from config/franka_real.yaml (same as `franka.launch.py config:=franka_real`);
+arguments as in plan_stack.launch_support (use_sim_time, config, rviz, respawn).
+"""
+from plan_stack.launch_support import generate_launch_description_for
+
+
+def generate_launch_description():
+    return generate_launch_description_for("franka_real")
