@@ -37,6 +37,8 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from plan_stack.stamps import sec_nanosec_to_s
+
 __all__ = ["EvalError", "ReplayConfig", "SensorMessage", "read_sensor_messages", "replay_bag", "GRAPH_NODES",
            "OUTPUT_TOPICS"]
 
@@ -103,7 +105,8 @@ def read_sensor_messages(bag: str | os.PathLike) -> list[SensorMessage]:
             for conn, _t, raw in reader.messages(connections=conns):
                 msg = reader.deserialize(raw, conn.msgtype)
                 stamp = msg.header.stamp
-                out.append(SensorMessage(stamp.sec + stamp.nanosec * 1e-9, conn.topic, conn.msgtype, bytes(raw)))
+                out.append(SensorMessage(sec_nanosec_to_s(stamp.sec, stamp.nanosec), conn.topic, conn.msgtype,
+                                          bytes(raw)))
     except EvalError:
         raise
     except Exception as exc:  # rosbags raises many unrelated types for broken files
@@ -214,7 +217,7 @@ class _Player:
 
     @staticmethod
     def _stamp(msg) -> float:
-        return round(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9, 6)
+        return round(sec_nanosec_to_s(msg.header.stamp.sec, msg.header.stamp.nanosec), 6)
 
     def _touch(self, topic: str = "") -> None:
         """An output arrived; periodic diagnostics do not count (the graph is settled between them)."""
@@ -232,10 +235,9 @@ class _Player:
         self._touch()
 
     def set_clock(self, t_s: float) -> None:
-        from builtin_interfaces.msg import Time
+        from plan_stack.ros.time import s_to_stamp
 
-        ns = int(round(t_s * 1e9))
-        self.clock.publish(self._clock_msg(clock=Time(sec=ns // 10**9, nanosec=ns % 10**9)))
+        self.clock.publish(self._clock_msg(clock=s_to_stamp(t_s)))
 
     def publish(self, m: SensorMessage) -> None:
         self.pubs[m.topic].publish(m.raw)

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from plan_stack.eval import metrics as M
+from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["bag_report", "aggregate", "write_json", "write_html", "compare_reports", "SR_RADII_M",
            "PLAN_MATCH_S"]
@@ -29,7 +30,7 @@ BOX_IOU = 0.5
 
 
 def _stamp(msg) -> float:
-    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+    return sec_nanosec_to_s(msg.header.stamp.sec, msg.header.stamp.nanosec)
 
 
 # --- plan accuracy --------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def _bridge_verdicts(diagnostics: list) -> dict[str, Any] | None:
 
 def _trajectory(m) -> M.Trajectory:
     pts = m.points
-    times = np.array([p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in pts])
+    times = np.array([sec_nanosec_to_s(p.time_from_start.sec, p.time_from_start.nanosec) for p in pts])
 
     def arr(field: str) -> np.ndarray:
         rows = [np.asarray(getattr(p, field), float) for p in pts]

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from plan_stack.stamps import sec_nanosec_to_s
+
 __all__ = ["VizError", "KINDS", "ARMS", "PrimitiveView", "PlanView", "check_plan", "uv_pairs", "make_plan",
            "plan_from_fields", "stamp_s"]
 
@@ -115,7 +117,7 @@ def make_plan(stamp_s: float, subtask: str, primitives: Sequence[PrimitiveView],
 
 def stamp_s(stamp) -> float:
     """builtin_interfaces/Time (rclpy or rosbags object) -> seconds."""
-    return stamp.sec + stamp.nanosec * 1e-9
+    return sec_nanosec_to_s(stamp.sec, stamp.nanosec)
 
 
 def plan_from_fields(msg) -> PlanView:
