@@ -27,6 +27,8 @@ __all__ = ["bag_report", "aggregate", "write_json", "write_html", "compare_repor
 SR_RADII_M = (0.05, 0.10)  #: a 3D primitive succeeds when its final waypoint is within the radius
 PLAN_MATCH_S = 0.06  #: a plan and an annotated keyframe pair when their stamps are this close
 BOX_IOU = 0.5
+#: pipeline stages and the output whose stamp is the camera set it came from
+STAGES = (("ingest", "/observation"), ("planner", "/plan"), ("chunker", "/action_chunk"))
 
 
 def _stamp(msg) -> float:
@@ -260,7 +262,7 @@ def _latencies(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict
     """Per stage: wall time from publishing a camera set to receiving the output stamped with it."""
     sets = {round(float(k), 3): v for k, v in published.items()}
     out: dict[str, Any] = {}
-    for stage, topic in (("ingest", "/observation"), ("planner", "/plan"), ("chunker", "/action_chunk")):
+    for stage, topic in STAGES:
         vals = []
         for t_rx, m in msgs.get(topic, []):
             t_pub = sets.get(round(_stamp(m), 3))
@@ -302,18 +304,14 @@ def _pictures(bag, outputs, report: Mapping[str, Any], out: Path, msgs) -> dict[
         pics["errors"] = [f"plans: {exc}"]
     lat = report.get("latency_ms", {})
     fig, ax = plt.subplots(figsize=(6, 3))
-    for stage, topic in (("ingest", "/observation"), ("planner", "/plan"), ("chunker", "/action_chunk")):
+    for stage, _ in STAGES:
         if lat.get(stage, {}).get("count"):
             ax.bar(stage, lat[stage]["p50"], label=f"{stage} p50")
             ax.errorbar(stage, lat[stage]["p50"], yerr=[[0], [lat[stage]["p95"] - lat[stage]["p50"]]], color="k",
                         capsize=4)
     ax.set_ylabel("ms from camera set (p50, bar to p95)")
     ax.set_title("latency by stage")
-    fig.tight_layout()
-    path = out / "latency.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    pics["plots"].append(str(path))
+    pics["plots"].append(_save(fig, out / "latency.png"))
     chunks = [m for _, m in msgs.get("/action_chunk", [])]
     if len(chunks) >= 2:
         fig, ax = plt.subplots(figsize=(7, 3))
@@ -324,12 +322,17 @@ def _pictures(bag, outputs, report: Mapping[str, Any], out: Path, msgs) -> dict[
         ax.set_xlabel("time (s)")
         ax.set_ylabel("joint 0 of each chunk")
         ax.set_title("chunk seams (each line one chunk)")
-        fig.tight_layout()
-        path = out / "seams.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        pics["plots"].append(str(path))
+        pics["plots"].append(_save(fig, out / "seams.png"))
     return pics
+
+
+def _save(fig, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return str(path)
 
 
 # --- aggregate, files, compare ---------------------------------------------------------------------
