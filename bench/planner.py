@@ -1,0 +1,184 @@
+"""Planner step benchmark: one plan end to end (numpy Observation images -> checked plan + features).
+
+Runs `planning.runtime.PlannerRuntime` (what the planner node runs) for
+`ar`, `dflash` and `vflash`, each with streaming on (only the new frame is
+encoded and prefilled; cached frames re-rotated) and off (the plain prompt of
+all K frames, prefilled from scratch), at window K = `--window` (4), on:
+
+* `shipped:<robot>`: the trained model directory models/<robot> when it
+  exists (skipped with a printed reason otherwise); it decodes its own output
+  (sub-task text and primitives) within its manifest's budget, from random
+  images of the manifest's size and cameras;
+* `random-vl`: a larger random Qwen3-VL-shaped target (`--size`) with an
+  untrained drafter (5 layers, width 256). An untrained target writes no
+  meaningful text, so every decoder receives the same supplied tool call and
+  primitive start token (the VFlash paper's latency convention) and decodes
+  exactly one primitive (`--primitive`, default ALOHA's dual-arm 2D+3D with
+  P = 10, B = 108): the same primitive work for AR and VFlash.
+
+Each row: warm-up plans fill the window, then `--steps` timed plans, each with
+a new frame (fresh images). Columns
+* target, decoder, streaming, window, cameras
+* vision_ms, prefill_ms, decode_ms, total_ms   means; total = the runtime's whole step
+* p95_ms          p95 of total_ms
+* target_forwards, drafter_forwards, tokens_out   per plan
+* prompt_tokens, prefilled_tokens   positions in the prompt / run through the target this step
+* saved_prefill_pct   100 * (1 - prefilled / prompt)
+* speedup_vs_ar   total_ms of `ar` (same target, same streaming) / total_ms
+* prefill_x_fresh (vision + prefill) of the same decoder without streaming / with (streaming rows)
+* gate            VFlash gate outcomes "accepted/fallback" over the timed plans
+
+    python bench/planner.py [--robot aloha] [--size 20m] [--cameras 3] [--steps 5] [--threads 1] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+from report import add_json_option, report  # bench/report.py: shared table + JSON output
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SIZES = {  # tiny_target kwargs, Qwen3-VL shaped (random weights: timing only)
+    "9m": dict(hidden=256, layers=8, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vision_hidden=128,
+               vision_depth=2),
+    "20m": dict(hidden=384, layers=10, heads=6, kv_heads=2, head_dim=64, intermediate=1536, vision_hidden=192,
+                vision_depth=2),
+    "40m": dict(hidden=512, layers=12, heads=8, kv_heads=4, head_dim=64, intermediate=1536, vision_hidden=192,
+                vision_depth=2),
+}
+PRIMITIVES = {"dual_2d3d": 10, "robot_2d3d": 10, "drive_2d3d": 20, "robot_3d": 10, "box": 1}
+COLUMNS = ["target", "decoder", "streaming", "window", "cameras", "vision_ms", "prefill_ms", "decode_ms", "total_ms",
+           "p95_ms", "target_forwards", "drafter_forwards", "tokens_out", "prompt_tokens", "prefilled_tokens",
+           "saved_prefill_pct", "speedup_vs_ar", "prefill_x_fresh", "gate"]
+
+
+def _random_model(args, workdir):
+    import torch
+
+    from plan_stack.planning import layouts as L
+    from plan_stack.planning.drafter import new_drafter
+    from plan_stack.planning.model_dir import load_planner_model, save_planner_model
+    from plan_stack.planning.target import tiny_target
+
+    target = tiny_target("vl", seed=0, **SIZES[args.size])
+    torch.manual_seed(0)
+    drafter = new_drafter(target)
+    layout = L.make_layout(args.primitive, PRIMITIVES[args.primitive])
+    prefix = L.tool_call_text(layout.block_size) + layout.start_token
+    n_prefix = len(target.tokenizer.encode(prefix, add_special_tokens=False))
+    cameras = [f"cam{i}" for i in range(args.cameras)]
+    manifest = {"cameras": cameras, "image_size": [args.image, args.image], "history_frames": args.window,
+                "instruction": "fold the towel", "primitive_kinds": [args.primitive],
+                "budget": n_prefix + layout.block_size - 1}  # stop right after the primitive
+    model = load_planner_model(save_planner_model(os.path.join(workdir, "random"), target, drafter, manifest))
+    params = sum(p.numel() for p in model.target.model.parameters())
+    return f"random-vl-{params / 1e6:.0f}m", model, prefix
+
+
+def _rows(name, model, prefix, args):
+    import numpy as np
+
+    from plan_stack.planning.runtime import FrameInput, PlannerRuntime, RuntimeConfig
+
+    rng = np.random.default_rng(0)
+    w, h = model.image_size
+    cams = list(model.cameras)
+    rows = []
+    for streaming in (True, False):
+        for decoder in args.decoders:
+            if decoder != "ar" and model.drafter is None:
+                print(f"# {name}: {decoder} skipped (no drafter in the model directory)", file=sys.stderr)
+                continue
+            rt = PlannerRuntime(model, RuntimeConfig(decoder=decoder, streaming=streaming, history_frames=args.window,
+                                                     response_prefix=prefix))
+            outs = []
+            for step in range(args.window + args.warmup + args.steps):
+                images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in cams]
+                out = rt.plan(FrameInput(float(step), cams, images))
+                if not out.valid:
+                    raise SystemExit(f"{name} {decoder}: invalid plan ({out.reason})")
+                if step >= args.window + args.warmup:
+                    outs.append(out)
+            mean = lambda a: statistics.fmean(getattr(o, a) for o in outs)  # noqa: E731
+            totals = sorted(o.total_ms for o in outs)
+            rows.append(dict(
+                target=name, decoder=decoder, streaming=streaming, window=args.window, cameras=len(cams),
+                vision_ms=mean("vision_ms"), prefill_ms=mean("prefill_ms"), decode_ms=mean("decode_ms"),
+                total_ms=mean("total_ms"), p95_ms=totals[min(len(totals) - 1, int(round(0.95 * (len(totals) - 1))))],
+                target_forwards=mean("target_forwards"), drafter_forwards=mean("drafter_forwards"),
+                tokens_out=mean("tokens_out"), prompt_tokens=mean("prompt_tokens"),
+                prefilled_tokens=mean("prefilled_tokens"),
+                saved_prefill_pct=100.0 * (1.0 - mean("prefilled_tokens") / mean("prompt_tokens")),
+                gate=f"{sum(o.gate_accepted for o in outs)}/{sum(o.gate_fallback for o in outs)}",
+                primitives=sum(len(o.primitives) for o in outs) / len(outs)))
+            print(f"# {name} {decoder} streaming={streaming}: {rows[-1]['total_ms']:.1f} ms", file=sys.stderr)
+    for r in rows:
+        ar = next((x for x in rows if x["decoder"] == "ar" and x["streaming"] == r["streaming"]), None)
+        r["speedup_vs_ar"] = ar["total_ms"] / r["total_ms"] if ar else None
+        fresh = next((x for x in rows if x["decoder"] == r["decoder"] and not x["streaming"]), None)
+        r["prefill_x_fresh"] = ((fresh["vision_ms"] + fresh["prefill_ms"]) / (r["vision_ms"] + r["prefill_ms"])
+                                if r["streaming"] and fresh else None)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--robot", default="aloha", help="shipped model to measure: models/<robot> (skipped if absent)")
+    ap.add_argument("--size", default="20m", choices=sorted(SIZES), help="random Qwen3-VL-shaped target size")
+    ap.add_argument("--primitive", default="dual_2d3d", choices=sorted(PRIMITIVES),
+                    help="primitive the random target decodes (supplied tool call)")
+    ap.add_argument("--cameras", type=int, default=3, help="cameras per frame of the random target")
+    ap.add_argument("--image", type=int, default=224,
+                    help="square image side of the random target (pixels; its processor keeps <= 256x256)")
+    ap.add_argument("--window", type=int, default=4, help="history frames K")
+    ap.add_argument("--steps", type=int, default=5, help="timed plans per row")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed plans after the window is full")
+    ap.add_argument("--decoders", default="ar,dflash,vflash")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--skip-random", action="store_true", help="measure the shipped model only")
+    add_json_option(ap)
+    args = ap.parse_args(argv)
+    args.decoders = [d for d in args.decoders.split(",") if d]
+
+    import torch
+
+    from plan_stack.paths import find_data
+    from plan_stack.planning.model_dir import load_planner_model
+
+    torch.set_num_threads(args.threads)
+    rows = []
+    try:
+        path = find_data("models", args.robot)
+        if not (path / "manifest.json").is_file():
+            raise FileNotFoundError(f"{path}: no manifest.json")
+    except FileNotFoundError as exc:
+        print(f"# shipped model skipped: models/{args.robot} is not a planner model directory here ({exc})")
+    else:
+        model = load_planner_model(path)
+        rows += _rows(f"shipped:{args.robot}", model, "", args)
+    if not args.skip_random:
+        with tempfile.TemporaryDirectory() as tmp:
+            name, model, prefix = _random_model(args, tmp)
+            rows += _rows(name, model, prefix, args)
+    report(rows, COLUMNS, args.json, formats={"streaming": "", "window": "d", "cameras": "d"})
+    for target in dict.fromkeys(r["target"] for r in rows):
+        for streaming in (True, False):
+            v = next((r for r in rows if r["target"] == target and r["decoder"] == "vflash"
+                      and r["streaming"] == streaming), None)
+            if v and v["speedup_vs_ar"]:
+                print(f"{target}: vflash vs ar end to end (streaming {'on' if streaming else 'off'}): "
+                      f"{v['speedup_vs_ar']:.2f}x  (bar 3x: {'met' if v['speedup_vs_ar'] >= 3 else 'NOT met'})")
+        for r in rows:
+            if r["target"] == target and r["streaming"] and r["prefill_x_fresh"]:
+                print(f"{target}: {r['decoder']} streaming vision+prefill at K={r['window']}: "
+                      f"{r['prefill_x_fresh']:.2f}x cheaper than fresh, {r['saved_prefill_pct']:.0f}% of prompt "
+                      f"positions reused  (bar 3x: {'met' if r['prefill_x_fresh'] >= 3 else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
