@@ -43,6 +43,7 @@ from report import add_json_option, report  # bench/report.py: shared table + JS
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SIZES = {  # tiny_target kwargs, Qwen3-VL shaped (random weights: timing only)
+    "tiny": dict(layers=2),  # smoke runs
     "9m": dict(hidden=256, layers=8, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vision_hidden=128,
                vision_depth=2),
     "20m": dict(hidden=384, layers=10, heads=6, kv_heads=2, head_dim=64, intermediate=1536, vision_hidden=192,

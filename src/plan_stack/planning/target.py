@@ -75,7 +75,7 @@ class PrefillCounts:
 
 @dataclasses.dataclass
 class _FrameKV:
-    """A frame's KV, computed alone at canonical positions (its first token at position 0)."""
+    """A frame's KV, computed alone (attending only to itself) at the positions of the window it entered."""
 
     keys: list[torch.Tensor]  # per layer [1, kv_heads, n, head_dim], rotated for `positions`
     values: list[torch.Tensor]  # per layer [1, kv_heads, n, head_dim]
@@ -256,7 +256,9 @@ class TargetAdapter:
         position shift (uniform over the t, h, w axes: every Qwen3-VL image
         block is offset by the same amount on all three); values, features
         and hidden states are unchanged. Positions are those of the plain
-        prompt (`get_rope_index` over the whole window).
+        prompt (`get_rope_index` over the whole window). A new frame is encoded
+        at its own slot's positions; with `reuse_frames=False` every frame is,
+        so that prefill is the from-scratch reference of the same structure.
         """
         from transformers import DynamicCache
 
@@ -278,8 +280,8 @@ class TargetAdapter:
         for f in prompt.frames:
             n = f.input_ids.numel()
             kv = kept.get(f.key) or (self._frames.get(f.key) if self.reuse_frames else None)
-            if kv is None:
-                kv, ms = self._encode_frame(f)
+            if kv is None:  # encoded where it sits: no rotation now, re-rotated when it moves
+                kv, ms = self._encode_frame(f, pos3[:, :, start:start + n])
                 vision_ms, encoded, prefilled = vision_ms + ms, encoded + 1, prefilled + n
             shift = pos3[:, :, start:start + n] - kv.positions
             s = int(shift.view(-1)[0])
@@ -303,16 +305,14 @@ class TargetAdapter:
         return StepOut(logits=step.logits, features=torch.cat(feats + [step.features]),
                        last_hidden=torch.cat(lasts + [step.last_hidden]), vision_ms=vision_ms)
 
-    def _encode_frame(self, f: FrameSegment) -> tuple[_FrameKV, float]:
-        """Vision encoder + prefill of one frame alone, at canonical positions."""
+    def _encode_frame(self, f: FrameSegment, pos3: torch.Tensor) -> tuple[_FrameKV, float]:
+        """Vision encoder + prefill of one frame alone (attending only to itself) at (t, h, w) positions `pos3`."""
         from transformers import DynamicCache
 
         ids = f.input_ids.view(1, -1)
         t0 = time.perf_counter()
         vis = self.base.get_image_features(f.pixel_values.to(self.dtype), f.image_grid_thw, return_dict=True)
         vision_ms = (time.perf_counter() - t0) * 1e3
-        mm = (ids == self.model.config.image_token_id).int()
-        pos3, _ = self.base.get_rope_index(ids, mm_token_type_ids=mm, image_grid_thw=f.image_grid_thw)
         position_ids = torch.cat([torch.arange(ids.shape[1]).view(1, 1, -1), pos3], 0)
         cache = DynamicCache()
         out = self.base(input_ids=ids, position_ids=position_ids, cache=cache, use_cache=True,
