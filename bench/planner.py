@@ -16,10 +16,13 @@ all K frames, prefilled from scratch), at window K = `--window` (4), on:
   exactly one primitive (`--primitive`, default ALOHA's dual-arm 2D+3D with
   P = 10, B = 108): the same primitive work for AR and VFlash.
 
-Each row: warm-up plans fill the window, then `--steps` timed plans, each with
-a new frame (fresh images). Columns
+Every configuration runs on its own copy of the model; they are interleaved
+in rounds (each round gives all of them the same new frame, in a rotating
+order) so that load from other processes spreads over the rows evenly. The
+first K rounds fill the window, `--warmup` more are untimed, then `--steps`
+timed rounds; figures are medians over the timed plans. Columns
 * target, decoder, streaming, window, cameras
-* vision_ms, prefill_ms, decode_ms, total_ms   means; total = the runtime's whole step
+* vision_ms, prefill_ms, decode_ms, total_ms   medians; total = the runtime's whole step
 * p95_ms          p95 of total_ms
 * target_forwards, drafter_forwards, tokens_out   per plan
 * prompt_tokens, prefilled_tokens   positions in the prompt / run through the target this step
@@ -62,7 +65,7 @@ def _random_model(args, workdir):
 
     from plan_stack.planning import layouts as L
     from plan_stack.planning.drafter import new_drafter
-    from plan_stack.planning.model_dir import load_planner_model, save_planner_model
+    from plan_stack.planning.model_dir import save_planner_model
     from plan_stack.planning.target import tiny_target
 
     target = tiny_target("vl", seed=0, **SIZES[args.size])
@@ -75,48 +78,59 @@ def _random_model(args, workdir):
     manifest = {"cameras": cameras, "image_size": [args.image, args.image], "history_frames": args.window,
                 "instruction": "fold the towel", "primitive_kinds": [args.primitive],
                 "budget": n_prefix + layout.block_size - 1}  # stop right after the primitive
-    model = load_planner_model(save_planner_model(os.path.join(workdir, "random"), target, drafter, manifest))
-    params = sum(p.numel() for p in model.target.model.parameters())
-    return f"random-vl-{params / 1e6:.0f}m", model, prefix
+    path = save_planner_model(os.path.join(workdir, "random"), target, drafter, manifest)
+    params = sum(p.numel() for p in target.model.parameters())
+    return f"random-vl-{params / 1e6:.0f}m", path, prefix
 
 
-def _rows(name, model, prefix, args):
+def _rows(name, load, prefix, args):
+    """Every (decoder, streaming) configuration on its own copy of the model, interleaved in rounds.
+
+    Round r gives every configuration the same new frame; the order inside a
+    round rotates, so load from other processes spreads evenly over the rows.
+    """
     import numpy as np
 
     from plan_stack.planning.runtime import FrameInput, PlannerRuntime, RuntimeConfig
 
-    rng = np.random.default_rng(0)
-    w, h = model.image_size
-    cams = list(model.cameras)
-    rows = []
+    configs = []
     for streaming in (True, False):
         for decoder in args.decoders:
+            model = load()  # own target: streaming frame caches must not evict each other
             if decoder != "ar" and model.drafter is None:
                 print(f"# {name}: {decoder} skipped (no drafter in the model directory)", file=sys.stderr)
                 continue
             rt = PlannerRuntime(model, RuntimeConfig(decoder=decoder, streaming=streaming, history_frames=args.window,
                                                      response_prefix=prefix))
-            outs = []
-            for step in range(args.window + args.warmup + args.steps):
-                images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in cams]
-                out = rt.plan(FrameInput(float(step), cams, images))
-                if not out.valid:
-                    raise SystemExit(f"{name} {decoder}: invalid plan ({out.reason})")
-                if step >= args.window + args.warmup:
-                    outs.append(out)
-            mean = lambda a: statistics.fmean(getattr(o, a) for o in outs)  # noqa: E731
-            totals = sorted(o.total_ms for o in outs)
-            rows.append(dict(
-                target=name, decoder=decoder, streaming=streaming, window=args.window, cameras=len(cams),
-                vision_ms=mean("vision_ms"), prefill_ms=mean("prefill_ms"), decode_ms=mean("decode_ms"),
-                total_ms=mean("total_ms"), p95_ms=totals[min(len(totals) - 1, int(round(0.95 * (len(totals) - 1))))],
-                target_forwards=mean("target_forwards"), drafter_forwards=mean("drafter_forwards"),
-                tokens_out=mean("tokens_out"), prompt_tokens=mean("prompt_tokens"),
-                prefilled_tokens=mean("prefilled_tokens"),
-                saved_prefill_pct=100.0 * (1.0 - mean("prefilled_tokens") / mean("prompt_tokens")),
-                gate=f"{sum(o.gate_accepted for o in outs)}/{sum(o.gate_fallback for o in outs)}",
-                primitives=sum(len(o.primitives) for o in outs) / len(outs)))
-            print(f"# {name} {decoder} streaming={streaming}: {rows[-1]['total_ms']:.1f} ms", file=sys.stderr)
+            configs.append((decoder, streaming, rt, []))
+    model = configs[0][2].model
+    w, h = model.image_size
+    cams = list(model.cameras)
+    rng = np.random.default_rng(0)
+    rounds = args.window + args.warmup + args.steps
+    for r in range(rounds):
+        images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in cams]
+        for i in range(len(configs)):
+            decoder, streaming, rt, outs = configs[(i + r) % len(configs)]
+            out = rt.plan(FrameInput(float(r), cams, images))
+            if not out.valid:
+                raise SystemExit(f"{name} {decoder}: invalid plan ({out.reason})")
+            if r >= args.window + args.warmup:
+                outs.append(out)
+        print(f"# {name}: round {r + 1}/{rounds}", file=sys.stderr)
+    rows = []
+    for decoder, streaming, rt, outs in configs:
+        med = lambda a: statistics.median(getattr(o, a) for o in outs)  # noqa: E731
+        totals = sorted(o.total_ms for o in outs)
+        rows.append(dict(
+            target=name, decoder=decoder, streaming=streaming, window=args.window, cameras=len(cams),
+            vision_ms=med("vision_ms"), prefill_ms=med("prefill_ms"), decode_ms=med("decode_ms"),
+            total_ms=med("total_ms"), p95_ms=totals[min(len(totals) - 1, int(round(0.95 * (len(totals) - 1))))],
+            target_forwards=med("target_forwards"), drafter_forwards=med("drafter_forwards"),
+            tokens_out=med("tokens_out"), prompt_tokens=med("prompt_tokens"), prefilled_tokens=med("prefilled_tokens"),
+            saved_prefill_pct=100.0 * (1.0 - med("prefilled_tokens") / med("prompt_tokens")),
+            gate=f"{sum(o.gate_accepted for o in outs)}/{sum(o.gate_fallback for o in outs)}",
+            primitives=sum(len(o.primitives) for o in outs) / len(outs), timed_plans=len(outs)))
     for r in rows:
         ar = next((x for x in rows if x["decoder"] == "ar" and x["streaming"] == r["streaming"]), None)
         r["speedup_vs_ar"] = ar["total_ms"] / r["total_ms"] if ar else None
@@ -159,12 +173,11 @@ def main(argv=None) -> int:
     except FileNotFoundError as exc:
         print(f"# shipped model skipped: models/{args.robot} is not a planner model directory here ({exc})")
     else:
-        model = load_planner_model(path)
-        rows += _rows(f"shipped:{args.robot}", model, "", args)
+        rows += _rows(f"shipped:{args.robot}", lambda: load_planner_model(path), "", args)
     if not args.skip_random:
         with tempfile.TemporaryDirectory() as tmp:
-            name, model, prefix = _random_model(args, tmp)
-            rows += _rows(name, model, prefix, args)
+            name, path, prefix = _random_model(args, tmp)
+            rows += _rows(name, lambda: load_planner_model(path), prefix, args)
     report(rows, COLUMNS, args.json, formats={"streaming": "", "window": "d", "cameras": "d"})
     for target in dict.fromkeys(r["target"] for r in rows):
         for streaming in (True, False):

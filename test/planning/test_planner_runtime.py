@@ -44,6 +44,12 @@ def test_plan_streams_frames_and_yields_checked_primitives_and_features(model):
     np.testing.assert_allclose(fresh.features, last.features, atol=1e-4)
 
 
+def test_manifest_frame_id_names_the_frame_of_the_points(tmp_path):
+    model = load_planner_model(make_model_dir(tmp_path / "m", manifest={"frame_id": "cam_high_optical_frame"}))
+    out = PlannerRuntime(model, RuntimeConfig(response_prefix=PREFIX)).plan(_obs(1.0))
+    assert out.primitives[0].frame_id == "cam_high_optical_frame"
+
+
 def test_non_streaming_plan_uses_the_plain_prompt(model):
     rt = PlannerRuntime(model, RuntimeConfig(response_prefix=PREFIX, streaming=False, decoder="ar"))
     a = rt.plan(_obs(1.0))

@@ -302,6 +302,8 @@ class PlannerNode(Node):
         else:
             self.counts["no_primitive"] += 1
         self.counts["plans"] += 1
+        if self._diag.level("observation") not in (None, conventions.OK):
+            self._diag.report("observation", conventions.OK, "planning from observations")
         self.counts["gate_accepted"] += out.gate_accepted
         self.counts["gate_fallback"] += out.gate_fallback
         self.counts["blocks_rejected"] += out.blocks_rejected

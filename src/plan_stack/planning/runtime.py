@@ -155,7 +155,9 @@ class PlannerRuntime:
                               "(use ar)")
         self.streaming = bool(cfg.streaming and self.cameras)
         try:
-            self.decoder = model.decoder(DecoderConfig(decoder=cfg.decoder, budget=self.budget))
+            frame = str(manifest.get("frame_id") or "")  # the frame the model's metric points are in
+            frames = dict(robot_frame_id=frame, drive_frame_id=frame) if frame else {}
+            self.decoder = model.decoder(DecoderConfig(decoder=cfg.decoder, budget=self.budget, **frames))
         except ConfigError as exc:
             raise ConfigError(f"budget: {exc}") from None
         self.prefix = model.target.tokenizer.encode(cfg.response_prefix, add_special_tokens=False)
