@@ -176,7 +176,9 @@ def _prefill_rows(name, load, args):
         if len(frames) < args.window:
             t.prefill(t.streaming_prompt(text, frames))
             continue
-        for mode in (list(times) if r % 2 else list(times)[::-1]):
+        # streaming first (the previous window is cached), then the fresh modes in alternating order
+        for mode in ["streaming"] + (["fresh_frame_local", "fresh_causal"] if r % 2 else
+                                     ["fresh_causal", "fresh_frame_local"]):
             if mode == "fresh_causal":  # image preprocessing outside the clock, as for encode_frame
                 prompt = model.encode(model.manifest["instruction"], raw)
                 t0 = time.perf_counter()
@@ -190,8 +192,7 @@ def _prefill_rows(name, load, args):
             if r > args.window:  # the first full window is a warm-up
                 times[mode].append((step.vision_ms, ms - step.vision_ms))
                 counts[mode] = (t.last_prefill.prompt_tokens, t.last_prefill.prefilled_tokens)
-            if mode != "streaming":  # restore the cache of this window for the next streaming step
-                t.prefill(t.streaming_prompt(text, frames))
+        t.prefill(t.streaming_prompt(text, frames))  # cache this window's frames for the next streaming step
     rows = []
     for mode, vals in times.items():
         vision = statistics.median(v for v, _ in vals)
@@ -224,6 +225,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--skip-random", action="store_true", help="measure the shipped model only")
     ap.add_argument("--prefill-reps", type=int, default=8, help="timed prefills per mode in the prefill table")
+    ap.add_argument("--prefill-only", action="store_true", help="random target: the prefill table only")
     add_json_option(ap)
     args = ap.parse_args(argv)
     args.decoders = [d for d in args.decoders.split(",") if d]
@@ -246,7 +248,8 @@ def main(argv=None) -> int:
     if not args.skip_random:
         with tempfile.TemporaryDirectory() as tmp:
             name, path, prefix = _random_model(args, tmp)
-            rows += _rows(name, lambda: load_planner_model(path), prefix, args)
+            if not args.prefill_only:
+                rows += _rows(name, lambda: load_planner_model(path), prefix, args)
             prefill = _prefill_rows(name, lambda: load_planner_model(path), args)
     report(rows, COLUMNS, "", formats={"streaming": "", "window": "d", "cameras": "d"})
     if not args.skip_random:
