@@ -51,6 +51,7 @@ bench:
 	$(ENV) && python bench/viz.py --json $(BENCH_OUT)/viz.json
 	$(ENV) && python bench/decode.py --json $(BENCH_OUT)/decode.json
 	$(ENV) && python bench/engines.py --json $(BENCH_OUT)/engines.json
+	$(ENV) && python bench/planner.py --json $(BENCH_OUT)/planner.json
 	$(ENV) && python bench/rtc.py --synthetic 20 --train-steps 500 --head $(BENCH_OUT)/heads/plain \
 	    --rtc-head $(BENCH_OUT)/heads/rtc --stitcher --json $(BENCH_OUT)/rtc.json
 

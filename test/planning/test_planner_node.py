@@ -98,7 +98,7 @@ def _spin(ex):
 
 
 def _params(model_dir, **extra):
-    values = {"model_dir": model_dir, "diagnostics_period_s": 0.2, "max_observation_age_s": 2.0, **extra}
+    values = {"model_dir": model_dir, "diagnostics_period_s": 0.2, "max_observation_age_s": 10.0, **extra}
     return [Parameter(k, value=v) for k, v in values.items()]
 
 
@@ -125,7 +125,7 @@ def test_plans_features_stale_malformed_and_superseded(model_dir):
             assert np.all(np.isfinite(feat.data)) and np.all(np.isfinite([(p.x, p.y, p.z) for p in
                                                                           plan.primitives[0].points]))
             # 2. stale and malformed: no plan, counted, WARN naming the field
-            for msg in (rig.observation(age_s=5.0), rig.observation(encoding="bgr8"),
+            for msg in (rig.observation(age_s=60.0), rig.observation(encoding="bgr8"),
                         rig.observation(q=(0.1, float("nan")))):
                 publish_one(rig, node, msg)  # depth 1: a burst would keep only the newest
             assert wait_for(lambda: node.counts["stale"] == 1 and node.counts["malformed"] == 2)
@@ -162,8 +162,8 @@ def test_plan_request_feedback_result_cancel_and_rejections(model_dir):
             assert status == GoalStatus.STATUS_ABORTED and result.error_string == "no plan: no observation received yet"
             obs = rig.observation()
             rig.obs.publish(obs)
-            assert wait_for(lambda: rig.plans)  # the periodic plan (no prefix: text only, no features)
-            assert not rig.features and node.counts["no_primitive"] == 1
+            assert wait_for(lambda: rig.plans)  # the periodic plan (no primitive: text only, no features)
+            assert wait_for(lambda: node.counts["no_primitive"] == 1) and not rig.features
             # a request: feedback streams the sub-task text, the result is the plan on that observation
             feedback = []
             handle = rig.request.send(PlanRequest.Goal(instruction="stack the cups"), feedback=feedback.append)
@@ -171,9 +171,12 @@ def test_plan_request_feedback_result_cancel_and_rejections(model_dir):
             assert status == GoalStatus.STATUS_SUCCEEDED and result.error_string == ""
             assert result.plan.instruction == "stack the cups" and result.plan.decoder == "ar"
             assert _stamp(result.plan.header.stamp) == _stamp(obs.header.stamp)
-            assert feedback and feedback[-1].partial_subtask == result.plan.subtask
-            assert all(f.partial_subtask.startswith("go") for f in feedback) and len(feedback) >= 2
-            assert len(feedback[-1].partial_subtask) > len(feedback[0].partial_subtask)
+            # partial texts, growing, each a prefix of the final sub-task (feedback that arrives after the
+            # result is dropped by the client, so the very last one may be missing)
+            assert wait_for(lambda: len(feedback) >= 2)
+            texts = [f.partial_subtask for f in feedback]
+            assert all(t.startswith("go") and result.plan.subtask.startswith(t) for t in texts)
+            assert all(len(a) < len(b) for a, b in zip(texts, texts[1:]))  # growing, one message per step
             # kinds the model does not emit: rejected
             with pytest.raises(GoalRejected):
                 rig.request.send(PlanRequest.Goal(primitive_kinds=["drive_3d"]))

@@ -28,9 +28,10 @@ def test_plan_streams_frames_and_yields_checked_primitives_and_features(model):
     assert first.valid and first.primitives and first.primitives[0].kind == "robot_3d"
     assert first.primitives[0].accepted_direct  # constrained draft passes the schema gate
     assert first.features.shape == (BLOCK, model.target.hidden_size) and np.all(np.isfinite(first.features))
-    assert first.frames == 3 and first.frames_encoded == 1  # start-up: the first frame repeated
-    frame = (first.prompt_tokens - first.prefilled_tokens) // 2  # the repeated frame was encoded once
-    assert last.frames_encoded == 1 and last.prefilled_tokens == last.prompt_tokens - 2 * frame
+    assert first.frames == 3 and first.frames_encoded == 3  # start-up: the first frame repeated, all run once
+    frame = model.target.encode_frame(-1, images(0)).input_ids.numel()
+    for out in outs[1:]:  # afterwards only the new frame (and the text) runs through the target
+        assert out.frames_encoded == 1 and out.prefilled_tokens == out.prompt_tokens - 2 * frame
     # the streamed plan equals a plan from a fresh prefill of the same window
     model.target.reuse_frames = False
     try:
@@ -41,6 +42,12 @@ def test_plan_streams_frames_and_yields_checked_primitives_and_features(model):
     assert fresh.frames_encoded == 3 and fresh.saved_prefill_fraction == 0.0
     assert fresh.primitives == last.primitives
     np.testing.assert_allclose(fresh.features, last.features, atol=1e-4)
+
+
+def test_manifest_frame_id_names_the_frame_of_the_points(tmp_path):
+    model = load_planner_model(make_model_dir(tmp_path / "m", manifest={"frame_id": "cam_high_optical_frame"}))
+    out = PlannerRuntime(model, RuntimeConfig(response_prefix=PREFIX)).plan(_obs(1.0))
+    assert out.primitives[0].frame_id == "cam_high_optical_frame"
 
 
 def test_non_streaming_plan_uses_the_plain_prompt(model):

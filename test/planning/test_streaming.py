@@ -8,7 +8,7 @@ import torch
 from plan_stack.planning.decoding import Decoder, DecoderConfig
 from plan_stack.planning.errors import PlanningError
 
-#: float32 tolerance of the streamed step against the fresh prefill (observed ~1e-6: re-rotated keys)
+#: float32 tolerance of the streamed step against the fresh prefill (observed ~2e-7: re-rotated keys)
 TOL = 1e-4
 
 
@@ -80,18 +80,22 @@ def test_streaming_prompt_has_the_plain_prompt_ids_and_one_frame_equals_it(vl_ta
 def test_repeated_frame_in_a_window_and_decoding_on_a_streamed_prompt(vl_target, small_drafter):
     t = vl_target
     t.clear_frames()
-    frames = _frames(t, 2, seed=5)
-    window = [frames[0], frames[0], frames[0], frames[1]]  # start-up: the first frame fills the window
-    prompt = t.streaming_prompt("stack the cups\n", window)
+    frames = _frames(t, 3, seed=5)
     dec = Decoder(t, small_drafter(t), DecoderConfig(decoder="vflash", budget=24))
+    # start-up: the first frame fills the window; everything runs once
+    dec.generate(t.streaming_prompt("stack the cups\n", [frames[0]] * 3 + [frames[1]]))
+    assert t.last_prefill.frames_encoded == 4
+    # next step: the repeated frame is reused at two slots (two different shifts), only frames[2] runs
+    prompt = t.streaming_prompt("stack the cups\n", [frames[0]] * 2 + frames[1:])
     streamed = dec.generate(prompt)
-    assert t.last_prefill.frames_encoded == 2
+    assert t.last_prefill.frames_encoded == 1
     t.reuse_frames = False
     try:
         fresh = dec.generate(prompt)
     finally:
         t.reuse_frames = True
     assert streamed.tokens == fresh.tokens
+    torch.testing.assert_close(streamed.features, fresh.features, atol=TOL, rtol=0)
 
 
 def test_streaming_needs_frames_and_text(vl_target, text_target):

@@ -77,7 +77,7 @@ class _Job:
     instruction: str
     kinds: tuple[str, ...] = ()
     request: bool = False
-    partial: str = ""
+    texts: list[str] = dataclasses.field(default_factory=list)  # sub-task text after each decoding step
     cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     output: PlanOutput | None = None
@@ -222,15 +222,19 @@ class PlannerNode(Node):
             self._cond.notify()
         self.counts["requests"] += 1
         deadline = time.monotonic() + self.cfg.request_timeout_s
-        sent = ""
+        sent = 0
+
+        def feedback() -> int:  # every text the worker reported since the last call, in order
+            texts = job.texts[sent:]
+            for text in texts:
+                goal_handle.publish_feedback(PlanRequest.Feedback(partial_subtask=text))
+            return sent + len(texts)
+
         while not job.done.wait(0.02):
             if goal_handle.is_cancel_requested or self._stopping.is_set() or time.monotonic() > deadline:
                 job.cancel.set()
-            if job.partial != sent:
-                sent = job.partial
-                goal_handle.publish_feedback(PlanRequest.Feedback(partial_subtask=sent))
-        if job.partial != sent:
-            goal_handle.publish_feedback(PlanRequest.Feedback(partial_subtask=job.partial))
+            sent = feedback()
+        sent = feedback()
         out = job.output
         if goal_handle.is_cancel_requested:
             goal_handle.canceled()
@@ -280,7 +284,8 @@ class PlannerNode(Node):
             self._last_planned_s = job.frame.stamp_s
 
         def on_text(text: str) -> None:
-            job.partial = text
+            if not job.texts or job.texts[-1] != text:
+                job.texts.append(text)  # list.append is atomic; the action thread reads by index
 
         out = self.runtime.plan(job.frame, job.instruction, job.kinds, on_text=on_text if job.request else None,
                                 should_stop=lambda: job.cancel.is_set() or self._stopping.is_set())
@@ -302,6 +307,8 @@ class PlannerNode(Node):
         else:
             self.counts["no_primitive"] += 1
         self.counts["plans"] += 1
+        if self._diag.level("observation") not in (None, conventions.OK):
+            self._diag.report("observation", conventions.OK, "planning from observations")
         self.counts["gate_accepted"] += out.gate_accepted
         self.counts["gate_fallback"] += out.gate_fallback
         self.counts["blocks_rejected"] += out.blocks_rejected

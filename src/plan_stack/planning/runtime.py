@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import math
 import time
 from typing import Callable, Sequence
@@ -41,6 +42,9 @@ from plan_stack.planning.model_dir import PlannerModel, prompt_text
 
 __all__ = ["RuntimeConfig", "FrameInput", "PlanOutput", "MalformedObservation", "PlannerRuntime",
            "MESSAGE_KINDS"]
+
+#: frame keys unique in the process: runtimes sharing one target never mistake each other's cached frames
+_FRAME_KEYS = itertools.count()
 
 #: Primitive.kind values a model can emit
 MESSAGE_KINDS = tuple(sorted({v[2] for v in L.KINDS.values()}))
@@ -151,7 +155,9 @@ class PlannerRuntime:
                               "(use ar)")
         self.streaming = bool(cfg.streaming and self.cameras)
         try:
-            self.decoder = model.decoder(DecoderConfig(decoder=cfg.decoder, budget=self.budget))
+            frame = str(manifest.get("frame_id") or "")  # the frame the model's metric points are in
+            frames = dict(robot_frame_id=frame, drive_frame_id=frame) if frame else {}
+            self.decoder = model.decoder(DecoderConfig(decoder=cfg.decoder, budget=self.budget, **frames))
         except ConfigError as exc:
             raise ConfigError(f"budget: {exc}") from None
         self.prefix = model.target.tokenizer.encode(cfg.response_prefix, add_special_tokens=False)
@@ -159,7 +165,6 @@ class PlannerRuntime:
             raise ConfigError(f"response_prefix: {len(self.prefix)} tokens leave no room in the budget "
                               f"({self.budget})")
         self._window: collections.deque = collections.deque(maxlen=self.history_frames)
-        self._next_key = 0
 
     # -- checks ----------------------------------------------------------------------
     def check_kinds(self, kinds: Sequence[str]) -> tuple[str, ...]:
@@ -254,8 +259,7 @@ class PlannerRuntime:
             self.reset()
         if self._window and stamp_s == self._window[-1][0]:
             return
-        segment = self.model.target.encode_frame(self._next_key, images) if self.streaming else None
-        self._next_key += 1
+        segment = self.model.target.encode_frame(next(_FRAME_KEYS), images) if self.streaming else None
         self._window.append((stamp_s, images, segment))
 
 

@@ -75,7 +75,7 @@ class PrefillCounts:
 
 @dataclasses.dataclass
 class _FrameKV:
-    """A frame's KV, computed alone at canonical positions (its first token at position 0)."""
+    """A frame's KV (it attends only to itself) and the (t, h, w) positions its keys are rotated for."""
 
     keys: list[torch.Tensor]  # per layer [1, kv_heads, n, head_dim], rotated for `positions`
     values: list[torch.Tensor]  # per layer [1, kv_heads, n, head_dim]
@@ -247,7 +247,7 @@ class TargetAdapter:
 
     # -- streaming (FlashDrive) --------------------------------------------------------
     def _prefill_frames(self, prompt: Prompt) -> StepOut:
-        """Prefill a streaming prompt, encoding only frames not cached from the previous prefill.
+        """Prefill a streaming prompt, running only what is not cached from the previous prefill.
 
         Structure: each frame's tokens attend only to themselves (causally), the
         text after the frames attends to everything. A frame's KV then depends
@@ -257,72 +257,80 @@ class TargetAdapter:
         block is offset by the same amount on all three); values, features
         and hidden states are unchanged. Positions are those of the plain
         prompt (`get_rope_index` over the whole window).
+
+        The cached frames at the front of the window (rotated) form the KV
+        cache; everything from the first frame not cached to the end of the
+        text runs in one forward under the frame-local mask. With
+        `reuse_frames=False` that is the whole prompt: the from-scratch
+        reference of the same structure.
         """
         from transformers import DynamicCache
 
         if not self.is_vl:
             raise PlanningError("streaming prompts need a VL target")
         ids = prompt.input_ids.view(-1)
-        n_frames = sum(f.input_ids.numel() for f in prompt.frames)
-        text = ids[n_frames:]
-        if text.numel() == 0:
+        frames = prompt.frames
+        spans, start = [], 0
+        for f in frames:
+            spans.append((start, start + f.input_ids.numel()))
+            start = spans[-1][1]
+        if ids.numel() <= start:
             raise PlanningError("a streaming prompt needs text after the frames")
         mm = (ids == self.model.config.image_token_id).int().view(1, -1)
-        grids = torch.cat([f.image_grid_thw for f in prompt.frames])
+        grids = torch.cat([f.image_grid_thw for f in frames])
         pos3, delta = self.base.get_rope_index(ids.view(1, -1), mm_token_type_ids=mm, image_grid_thw=grids)
         self._rope_delta = int(delta.view(-1)[0])
-        keys: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
-        values: list[list[torch.Tensor]] = [[] for _ in range(self.num_layers)]
-        feats, lasts, kept = [], [], {}
-        vision_ms, encoded, prefilled, start = 0.0, 0, text.numel(), 0
-        for f in prompt.frames:
-            n = f.input_ids.numel()
-            kv = kept.get(f.key) or (self._frames.get(f.key) if self.reuse_frames else None)
+        # cached frames at the front of the window, re-rotated to their slots
+        cached: list[_FrameKV] = []
+        for f, (a, b) in zip(frames, spans):
+            kv = self._frames.get(f.key) if self.reuse_frames else None
             if kv is None:
-                kv, ms = self._encode_frame(f)
-                vision_ms, encoded, prefilled = vision_ms + ms, encoded + 1, prefilled + n
-            shift = pos3[:, :, start:start + n] - kv.positions
+                break
+            shift = pos3[:, :, a:b] - kv.positions
             s = int(shift.view(-1)[0])
             if not bool((shift == s).all()):
-                raise PlanningError("frame positions shift non-uniformly; the frame cannot be reused")
-            for layer in range(self.num_layers):
-                keys[layer].append(self._rotate(kv.keys[layer], s) if s else kv.keys[layer])
-                values[layer].append(kv.values[layer])
-            feats.append(kv.features)
-            lasts.append(kv.last_hidden)
-            kept[f.key] = kv
-            start += n
-        self._frames = kept if self.reuse_frames else {}
+                break  # cannot happen for Qwen3-VL image blocks; recompute rather than reuse wrongly
+            cached.append(dataclasses.replace(kv, keys=[self._rotate(k, s) if s else k for k in kv.keys],
+                                              positions=pos3[:, :, a:b]))
+        first = spans[len(cached)][0] if len(cached) < len(frames) else start  # first position to run
         self.cache = DynamicCache()
-        for layer in range(self.num_layers):
-            self.cache.update(torch.cat(keys[layer], 2), torch.cat(values[layer], 2), layer)
-        position_ids = torch.cat([torch.arange(start, ids.numel()).view(1, 1, -1), pos3[:, :, start:]], 0)
-        step = self._run(text, position_ids)
-        self.prompt_length = ids.numel()
-        self.last_prefill = PrefillCounts(ids.numel(), prefilled, len(prompt.frames), encoded)
-        return StepOut(logits=step.logits, features=torch.cat(feats + [step.features]),
-                       last_hidden=torch.cat(lasts + [step.last_hidden]), vision_ms=vision_ms)
-
-    def _encode_frame(self, f: FrameSegment) -> tuple[_FrameKV, float]:
-        """Vision encoder + prefill of one frame alone, at canonical positions."""
-        from transformers import DynamicCache
-
-        ids = f.input_ids.view(1, -1)
-        t0 = time.perf_counter()
-        vis = self.base.get_image_features(f.pixel_values.to(self.dtype), f.image_grid_thw, return_dict=True)
-        vision_ms = (time.perf_counter() - t0) * 1e3
-        mm = (ids == self.model.config.image_token_id).int()
-        pos3, _ = self.base.get_rope_index(ids, mm_token_type_ids=mm, image_grid_thw=f.image_grid_thw)
-        position_ids = torch.cat([torch.arange(ids.shape[1]).view(1, 1, -1), pos3], 0)
-        cache = DynamicCache()
-        out = self.base(input_ids=ids, position_ids=position_ids, cache=cache, use_cache=True,
-                        output_hidden_states=True, mm_encoder_outputs={"image": vis},
-                        image_grid_thw=f.image_grid_thw)
+        if cached:
+            for layer in range(self.num_layers):
+                self.cache.update(torch.cat([kv.keys[layer] for kv in cached], 2),
+                                  torch.cat([kv.values[layer] for kv in cached], 2), layer)
+        # one forward over the rest: frame-local mask for frame tokens, full attention for the text
+        run = frames[len(cached):]
+        n = ids.numel() - first
+        allowed = torch.ones(n, ids.numel(), dtype=torch.bool).tril(first)
+        for a, b in spans[len(cached):]:
+            allowed[a - first:b - first, :a] = False
+        mask = torch.zeros(1, 1, n, ids.numel(), dtype=self.dtype).masked_fill_(~allowed, torch.finfo(self.dtype).min)
+        extra: dict[str, Any] = {}
+        vision_ms = 0.0
+        if run:
+            t0 = time.perf_counter()
+            grid = torch.cat([f.image_grid_thw for f in run])
+            vis = self.base.get_image_features(torch.cat([f.pixel_values for f in run]).to(self.dtype), grid,
+                                               return_dict=True)
+            vision_ms = (time.perf_counter() - t0) * 1e3
+            extra = {"mm_encoder_outputs": {"image": vis}, "image_grid_thw": grid}
+        position_ids = torch.cat([torch.arange(first, ids.numel()).view(1, 1, -1), pos3[:, :, first:]], 0)
+        out = self.base(input_ids=ids[first:].view(1, -1), position_ids=position_ids, cache=self.cache,
+                        use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
         hs = out.hidden_states
-        feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)
-        kv = _FrameKV([c.keys for c in cache.layers], [c.values for c in cache.layers], feats,
-                      out.last_hidden_state[0], pos3)
-        return kv, vision_ms
+        feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)  # [n, 5H]
+        last = out.last_hidden_state[0]  # [n, H]
+        keep = {f.key: kv for f, kv in zip(frames, cached)}
+        for f, (a, b) in zip(run, spans[len(cached):]):
+            keep[f.key] = _FrameKV([c.keys[:, :, a:b] for c in self.cache.layers],
+                                   [c.values[:, :, a:b] for c in self.cache.layers],
+                                   feats[a - first:b - first], last[a - first:b - first], pos3[:, :, a:b])
+        self._frames = keep if self.reuse_frames else {}
+        self.prompt_length = ids.numel()
+        self.last_prefill = PrefillCounts(ids.numel(), n, len(frames), len(run))
+        return StepOut(logits=self.lm_head(last[start - first:]).float(),
+                       features=torch.cat([kv.features for kv in cached] + [feats]),
+                       last_hidden=torch.cat([kv.last_hidden for kv in cached] + [last]), vision_ms=vision_ms)
 
     def _rotate(self, keys: torch.Tensor, shift: int) -> torch.Tensor:
         """Keys [1, h, n, d] rotated by `shift` positions on every (t, h, w) axis: RoPE(p) -> RoPE(p + shift)."""
