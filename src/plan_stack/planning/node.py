@@ -47,6 +47,7 @@ from plan_stack.planning.model_dir import load_planner_model
 from plan_stack.planning.runtime import FrameInput, MalformedObservation, PlannerRuntime, PlanOutput, RuntimeConfig
 from plan_stack.ros import conventions
 from plan_stack.ros.image import ImageError, image_to_numpy
+from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["PlannerNodeConfig", "PlannerNode", "main"]
 
@@ -82,10 +83,6 @@ class _Job:
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     output: PlanOutput | None = None
     error: str = ""
-
-
-def _to_s(t: Time) -> float:
-    return t.sec + t.nanosec * 1e-9
 
 
 class PlannerNode(Node):
@@ -180,7 +177,7 @@ class PlannerNode(Node):
             except ImageError as exc:
                 raise MalformedObservation(f"images[{i}] ({cam})", str(exc)) from None
         js = msg.joint_state
-        return FrameInput(_to_s(msg.header.stamp), names, images, list(js.position), list(js.name))
+        return FrameInput(stamp_to_s(msg.header.stamp), names, images, list(js.position), list(js.name))
 
     # --- plan_request -------------------------------------------------------------
 
@@ -358,7 +355,7 @@ class PlannerNode(Node):
         self.get_logger().warning(message, throttle_duration_sec=1.0)
 
     def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+        return clock_s(self)
 
     def close(self) -> None:
         """Stop the worker (a plan in progress is cancelled at its next decoding step). Idempotent."""
