@@ -158,6 +158,36 @@ def export_drafter(drafter: Any, block_sizes: Iterable[int], out_dir: str | os.P
     return entries
 
 
+def drafter_block_sizes(manifest: dict[str, Any], text_block: int, override: str | None = None) -> list[int]:
+    """Block sizes a model drafts: `override` ("54,108"), else the manifest's `block_sizes`, else its
+    `primitive_kinds` x `waypoints`; always with the DFlash text block."""
+    from plan_stack.planning import layouts as L
+
+    if override:
+        return sorted({int(b) for b in override.split(",") if b.strip()} | {text_block})
+    if manifest.get("block_sizes"):
+        sizes = {int(b) for b in manifest["block_sizes"]}
+    else:
+        waypoints = manifest.get("waypoints", [])
+        waypoints = waypoints if isinstance(waypoints, list) else [waypoints]
+        sizes = {L.block_size_of(k, int(p)) for k in manifest.get("primitive_kinds", []) for p in waypoints}
+    return sorted(sizes | {text_block})
+
+
+def export_planner(model: Any, out_dir: str | os.PathLike, block_sizes: str | None = None) -> dict[str, dict]:
+    """The drafter passes and the vision encoders (one frame's cameras, and the whole streaming window)
+    of a loaded planner model directory."""
+    models: dict[str, dict] = {}
+    if model.drafter is not None:
+        sizes = drafter_block_sizes(model.manifest, model.drafter.config.text_block, block_sizes)
+        models.update(export_drafter(model.drafter, sizes, out_dir))
+    if model.target.is_vl and model.image_size:
+        cameras = max(len(model.cameras), 1)
+        for images in sorted({cameras, cameras * int(model.manifest["history_frames"])}):
+            models.update(export_vision(model.target, model.image_size, images, out_dir))
+    return {k: {**e, "source": "planner"} for k, e in models.items()}
+
+
 def vision_key(image_size: tuple[int, int], images: int) -> str:
     return f"vision_{image_size[0]}x{image_size[1]}x{images}"
 

@@ -34,20 +34,6 @@ def _chunker_checkpoint(robot: str) -> str | None:
     return None
 
 
-def _block_sizes(manifest: dict, text_block: int, override: str | None) -> list[int]:
-    from plan_stack.planning import layouts as L
-
-    if override:
-        return sorted({int(b) for b in override.split(",") if b.strip()} | {text_block})
-    if manifest.get("block_sizes"):
-        sizes = {int(b) for b in manifest["block_sizes"]}
-    else:
-        waypoints = manifest.get("waypoints", [])
-        waypoints = waypoints if isinstance(waypoints, list) else [waypoints]
-        sizes = {L.block_size_of(k, int(p)) for k in manifest.get("primitive_kinds", []) for p in waypoints}
-    return sorted(sizes | {text_block})
-
-
 def run(args: argparse.Namespace) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     from tqdm import tqdm
@@ -86,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     models: dict[str, dict] = {}
-    with tqdm(total=len(jobs) + (2 if model_dir else 0), desc="export", unit="model") as bar:
+    with tqdm(total=len(jobs) + (1 if model_dir else 0), desc="export", unit="model") as bar:
         from plan_stack.actions.head import load_checkpoint
 
         for label, key, path in jobs:
@@ -105,15 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"plan-stack export: {exc}", file=sys.stderr)
                 return 2
             sources["planner"] = {"path": str(model_dir), "sha256": E.directory_hash(model_dir)}
-            if model.drafter is not None:
-                sizes = _block_sizes(model.manifest, model.drafter.config.text_block, args.block_sizes)
-                for key, entry in E.export_drafter(model.drafter, sizes, out).items():
-                    models[key] = {**entry, "source": "planner"}
-            bar.update()
-            if model.target.is_vl and model.image_size:
-                images = len(model.cameras) * int(model.manifest["history_frames"]) or 1
-                for key, entry in E.export_vision(model.target, model.image_size, images, out).items():
-                    models[key] = {**entry, "source": "planner"}
+            models.update(E.export_planner(model, out, args.block_sizes))
             bar.update()
     file = E.write_manifest(out, models, sources)
     for key, entry in sorted(models.items()):

@@ -18,7 +18,8 @@ import torch
 from plan_stack.engines.device import EngineError, Placement, onnx_providers, resolve_placement
 from plan_stack.engines.export import read_manifest, vision_key
 
-__all__ = ["Runner", "OrtRunner", "TrtRunner", "tensorrt_status", "EngineSet", "EngineDrafter"]
+__all__ = ["Runner", "OrtRunner", "TrtRunner", "tensorrt_status", "EngineSet", "EngineDrafter", "EngineVision",
+           "FlowStepEngine", "PlannerEngines"]
 
 #: (min, typical, max) extents of the dynamic axes for TensorRT optimisation profiles
 DYNAMIC_BOUNDS: dict[str, tuple[int, int, int]] = {
@@ -272,7 +273,7 @@ class EngineDrafter:
         ctx_v = torch.stack(d._ctx_v)
         start = torch.tensor([d.length])
         logits = self._engines.runner(key).run((torch.tensor([int(anchor_id)]), start, ctx_k, ctx_v))[0]
-        return logits.float()
+        return logits.float().cpu()
 
 
 class FlowStepEngine:
@@ -301,6 +302,91 @@ class FlowStepEngine:
 
     def __call__(self, x: torch.Tensor, t: torch.Tensor, *ctx: torch.Tensor) -> torch.Tensor:
         return self._step(x, t, *ctx)
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+class EngineVision:
+    """`TargetAdapter.vision_encoder`: the exported vision encoders of an EngineSet, chosen by image grid.
+
+    Returns None for an image layout with no export (the adapter then runs the
+    PyTorch tower), counted per number of images in `fallback_images`.
+    """
+
+    def __init__(self, engines: EngineSet) -> None:
+        self._engines = engines
+        self._by_grid: dict[tuple, Callable[..., Any]] = {}
+        for key, entry in engines.manifest.get("models", {}).items():
+            if key.startswith("vision_") and "image_grid_thw" in entry:
+                size, images = _vision_layout(key)
+                self._by_grid[_grid_key(entry["image_grid_thw"])] = engines.vision(size, images)
+        self.engine_calls = 0
+        self.fallback_images: Counter[int] = Counter()
+
+    @property
+    def layouts(self) -> int:
+        return len(self._by_grid)
+
+    def __call__(self, pixel_values: torch.Tensor, image_grid_thw: torch.Tensor) -> Any:
+        encode = self._by_grid.get(_grid_key(image_grid_thw.tolist()))
+        if encode is None:
+            self.fallback_images[int(image_grid_thw.shape[0])] += 1
+            return None
+        self.engine_calls += 1
+        return encode(pixel_values, image_grid_thw.cpu())
+
+
+def _grid_key(grid: list) -> tuple:
+    return tuple(tuple(int(v) for v in row) for row in grid)
+
+
+def _vision_layout(key: str) -> tuple[tuple[int, int], int]:
+    """`vision_<W>x<H>x<N>` -> ((W, H), N)."""
+    w, h, n = (int(v) for v in key.removeprefix("vision_").split("x"))
+    return (w, h), n
+
+
+class PlannerEngines:
+    """A planner model's drafter pass and vision encoder on an exported backend, attached in place.
+
+    `engine_dir` empty: the model is exported at construction into a temporary
+    directory (removed by `close`); otherwise the directory must hold an export
+    of exactly this model directory (checked by hash). The target's KV-cached
+    forward stays in PyTorch.
+    """
+
+    def __init__(self, model: Any, backend: str, placement: Placement, engine_dir: str = "",
+                 threads: int = 1) -> None:
+        import tempfile
+
+        from plan_stack.engines import export as E
+
+        self._tmp = None
+        source = E.directory_hash(model.path)
+        if not engine_dir:
+            self._tmp = tempfile.TemporaryDirectory(prefix="plan_stack_engines_")
+            engine_dir = self._tmp.name
+            E.write_manifest(engine_dir, E.export_planner(model, engine_dir),
+                             {"planner": {"path": str(model.path), "sha256": source}})
+        self.engines = EngineSet(engine_dir, backend, placement, threads)
+        self.engines.check_source("planner", source)
+        self.drafter = self.engines.drafter(model.drafter) if model.drafter is not None else None
+        self.vision = EngineVision(self.engines)
+        if self.drafter is not None:
+            model.drafter = self.drafter
+        if model.target.is_vl:
+            model.target.vision_encoder = self.vision
+
+    def counters(self) -> dict[str, int]:
+        """Engine calls and PyTorch fallbacks since start (for diagnostics)."""
+        out = {"vision_engine_calls": self.vision.engine_calls,
+               "vision_torch_fallbacks": sum(self.vision.fallback_images.values())}
+        if self.drafter is not None:
+            out.update(draft_engine_calls=self.drafter.engine_calls, draft_torch_fallbacks=self.drafter.torch_fallbacks)
+        return out
 
     def close(self) -> None:
         if self._tmp is not None:

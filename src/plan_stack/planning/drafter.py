@@ -149,9 +149,9 @@ class Drafter(nn.Module):
     # -- inference cache --
     def reset(self) -> None:
         c = self.config
-        dt = self.fc.weight.dtype
-        self._ctx_k = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt) for _ in range(c.layers)]
-        self._ctx_v = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt) for _ in range(c.layers)]
+        dt, dev = self.fc.weight.dtype, self.fc.weight.device
+        self._ctx_k = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt, device=dev) for _ in range(c.layers)]
+        self._ctx_v = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt, device=dev) for _ in range(c.layers)]
 
     @property
     def length(self) -> int:
@@ -160,8 +160,8 @@ class Drafter(nn.Module):
     @torch.no_grad()
     def extend(self, features: torch.Tensor) -> None:
         """Append committed target positions (features [n, L*H]) to every layer's context K/V."""
-        ctx = self.context(features)
-        pos = torch.arange(self.length, self.length + ctx.shape[0])
+        ctx = self.context(features.to(self.fc.weight.device))
+        pos = torch.arange(self.length, self.length + ctx.shape[0], device=ctx.device)
         for i, layer in enumerate(self.layers):
             k, v = layer.kv(ctx, pos)
             self._ctx_k[i] = torch.cat([self._ctx_k[i], k], 1)
@@ -178,14 +178,15 @@ class Drafter(nn.Module):
         """Logits [B-1, V] of positions 1..B-1 of the block [anchor, MASK x (B-1)] (one pass)."""
         if block_size < 2:
             raise PlanningError(f"block_size {block_size} < 2")
-        ids = torch.full((block_size,), self.config.mask_token_id, dtype=torch.long)
+        dev = self.fc.weight.device
+        ids = torch.full((block_size,), self.config.mask_token_id, dtype=torch.long, device=dev)
         ids[0] = anchor_id
         t = self.length
-        pos = torch.arange(t, t + block_size)
+        pos = torch.arange(t, t + block_size, device=dev)
         h = self.embed(ids)
         for i, layer in enumerate(self.layers):
             h = layer(h, pos, self._ctx_k[i], self._ctx_v[i])
-        return self.logits(h[1:])
+        return self.logits(h[1:]).cpu()  # decoding (grammar, gate) works on the CPU
 
     # -- packed training forward --
     def forward_packed(self, ctx_features: torch.Tensor, ctx_pos: torch.Tensor, block_ids: torch.Tensor,

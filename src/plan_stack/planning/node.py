@@ -40,6 +40,8 @@ from rclpy.node import Node
 
 from plan_stack.action import PlanRequest
 from plan_stack.config import ConfigError, param, validate
+from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
+from plan_stack.engines.runtime import PlannerEngines
 from plan_stack.msg import Observation, PlanFeatures, Primitive, VisualPlan
 from plan_stack.paths import find_data
 from plan_stack.planning.errors import PlanningError
@@ -62,6 +64,15 @@ class PlannerNodeConfig:
                                          1.0, min=0.0)
     request_timeout_s: float = param("longest a plan_request goal waits for its plan (s)", 30.0, min=0.1)
     torch_threads: int = param("torch CPU threads for the model (0 = leave torch's default)", 1, min=0)
+    device: str = param("cpu, cuda, or auto (cuda when torch sees a GPU): where the target and drafter run",
+                        "cpu", choices=DEVICES, read_only=True)
+    dtype: str = param("auto (float32 on cpu, bf16/fp16 on cuda) or an explicit dtype", "auto", choices=DTYPES,
+                       read_only=True)
+    backend: str = param("what runs the drafter pass and the vision encoder: torch, onnx (onnxruntime) or "
+                         "tensorrt; the target's KV-cached forward is always PyTorch", "torch", choices=BACKENDS,
+                         read_only=True)
+    engine_dir: str = param("exported models (`plan-stack export`) for backend onnx/tensorrt; empty: export the "
+                            "model at start-up into a temporary directory", "", read_only=True)
     diagnostics_period_s: float = param("diagnostics republish period (s)", 1.0, min=0.01)
     stats_window: int = param("plans the latency percentiles and plans/s are computed over", 100, min=1)
 
@@ -99,10 +110,24 @@ class PlannerNode(Node):
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         try:
+            placement = resolve_placement(cfg.device, cfg.dtype)
+        except EngineError as exc:
+            raise conventions.ParameterError(f"device/dtype: {exc} (node '{name}')") from None
+        try:
             path = find_data("models", cfg.model_dir)
-            model = load_planner_model(path)
+            model = load_planner_model(path, dtype=placement.dtype)
         except (FileNotFoundError, PlanningError, OSError, ValueError, KeyError) as exc:
             raise conventions.ParameterError(f"model_dir: {cfg.model_dir!r}: {exc} (node '{name}')") from None
+        model.target.model.to(placement.device)
+        if model.drafter is not None:
+            model.drafter.to(placement.device)
+            model.drafter.reset()
+        self.engines = None
+        if cfg.backend != "torch":
+            try:
+                self.engines = PlannerEngines(model, cfg.backend, placement, cfg.engine_dir, max(cfg.torch_threads, 1))
+            except EngineError as exc:
+                raise conventions.ParameterError(f"backend: {exc} (node '{name}')") from None
         try:
             self.runtime = PlannerRuntime(model, rcfg)
         except ConfigError as exc:
@@ -129,7 +154,8 @@ class PlannerNode(Node):
         rt = self.runtime
         self._diag.report("model", conventions.OK, f"{path}", decoder=rcfg.decoder, cameras=list(rt.cameras),
                           history_frames=rt.history_frames, streaming=rt.streaming, budget=rt.budget,
-                          drafter=model.drafter is not None)
+                          drafter=model.drafter is not None, device=str(placement.device),
+                          dtype=str(placement.dtype).removeprefix("torch."), backend=cfg.backend)
         self._diag.report("plans", conventions.OK, "waiting for the first observation")
         self._worker = threading.Thread(target=self._work, name="planner-worker", daemon=True)
         self._worker.start()
@@ -347,7 +373,7 @@ class PlannerNode(Node):
             gate_accepted=c["gate_accepted"], gate_fallback=c["gate_fallback"], blocks_rejected=c["blocks_rejected"],
             skipped_stale=c["stale"], skipped_malformed=c["malformed"], superseded=c["superseded"],
             invalid=c["invalid"], no_primitive=c["no_primitive"], cancelled=c["cancelled"],
-            streaming_saved_prefill_pct=f"{saved:.1f}")
+            streaming_saved_prefill_pct=f"{saved:.1f}", **(self.engines.counters() if self.engines else {}))
 
     def _skip(self, what: str, level: int, message: str, status: str = "observation", **values) -> None:
         self.counts[what] += 1
@@ -370,6 +396,8 @@ class PlannerNode(Node):
         self._worker.join(timeout=10.0)
         if self._worker.is_alive():
             self.get_logger().error("planner worker did not stop within 10 s")
+        if self.engines is not None:
+            self.engines.close()
         self._server.destroy()
 
 

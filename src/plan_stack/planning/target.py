@@ -136,6 +136,8 @@ class TargetAdapter:
         self.reuse_frames = True
         self._frames: dict[int, _FrameKV] = {}
         self.last_prefill = PrefillCounts()
+        #: an exported vision encoder (`engines.runtime.EngineVision`); None: the PyTorch tower
+        self.vision_encoder: Any = None
 
     # -- inputs --------------------------------------------------------------------
     def encode_prompt(self, text: str, images: Sequence[np.ndarray] = ()) -> Prompt:
@@ -189,6 +191,21 @@ class TargetAdapter:
         """Committed positions in the KV cache."""
         return 0 if self.cache is None else int(self.cache.get_seq_length())
 
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs; inputs are moved there and outputs (`StepOut`) come back on the CPU."""
+        return next(self.model.parameters()).device
+
+    def _image_features(self, pixel_values: torch.Tensor, grid: torch.Tensor) -> Any:
+        """The vision tower's output for the prompt's images: an exported engine when one is attached
+        (`vision_encoder`, see `plan_stack.engines`) and handles this image layout, else PyTorch."""
+        pixel_values = pixel_values.to(self.device, self.dtype)
+        if self.vision_encoder is not None:
+            out = self.vision_encoder(pixel_values, grid)
+            if out is not None:
+                return out
+        return self.base.get_image_features(pixel_values, grid.to(self.device), return_dict=True)
+
     def _positions(self, start: int, n: int) -> torch.Tensor:
         text = torch.arange(start, start + n).view(1, 1, n)
         if not self.is_vl:
@@ -196,13 +213,14 @@ class TargetAdapter:
         return torch.cat([text, (text + self._rope_delta).expand(3, 1, n)], 0)  # [4, 1, n]
 
     def _run(self, ids: torch.Tensor, position_ids: torch.Tensor, **extra: Any) -> StepOut:
-        out = self.base(input_ids=ids.view(1, -1), position_ids=position_ids, cache=self.cache, use_cache=True,
-                        output_hidden_states=True, **extra)
+        dev = self.device
+        out = self.base(input_ids=ids.view(1, -1).to(dev), position_ids=position_ids.to(dev), cache=self.cache,
+                        use_cache=True, output_hidden_states=True, **extra)
         hs = out.hidden_states
         feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)
         last = out.last_hidden_state[0]
         logits = self.lm_head(last).float()
-        return StepOut(logits=logits, features=feats, last_hidden=last)
+        return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
 
     @torch.no_grad()
     def prefill(self, prompt: Prompt) -> StepOut:
@@ -225,11 +243,10 @@ class TargetAdapter:
             mm = (ids == image_pad).int().view(1, -1)
             if prompt.pixel_values is not None:
                 t0 = time.perf_counter()
-                vis = self.base.get_image_features(prompt.pixel_values.to(self.dtype), prompt.image_grid_thw,
-                                                   return_dict=True)
+                vis = self._image_features(prompt.pixel_values, prompt.image_grid_thw)
                 vision_ms = (time.perf_counter() - t0) * 1e3
                 extra["mm_encoder_outputs"] = {"image": vis}
-                extra["image_grid_thw"] = prompt.image_grid_thw
+                extra["image_grid_thw"] = prompt.image_grid_thw.to(self.device)
                 pos3, delta = self.base.get_rope_index(ids.view(1, -1), mm_token_type_ids=mm,
                                                        image_grid_thw=prompt.image_grid_thw)
                 self._rope_delta = int(delta.view(-1)[0])
@@ -304,19 +321,20 @@ class TargetAdapter:
         allowed = torch.ones(n, ids.numel(), dtype=torch.bool).tril(first)
         for a, b in spans[len(cached):]:
             allowed[a - first:b - first, :a] = False
+        dev = self.device
         mask = torch.zeros(1, 1, n, ids.numel(), dtype=self.dtype).masked_fill_(~allowed, torch.finfo(self.dtype).min)
+        mask = mask.to(dev)
         extra: dict[str, Any] = {}
         vision_ms = 0.0
         if run:
             t0 = time.perf_counter()
             grid = torch.cat([f.image_grid_thw for f in run])
-            vis = self.base.get_image_features(torch.cat([f.pixel_values for f in run]).to(self.dtype), grid,
-                                               return_dict=True)
+            vis = self._image_features(torch.cat([f.pixel_values for f in run]), grid)
             vision_ms = (time.perf_counter() - t0) * 1e3
-            extra = {"mm_encoder_outputs": {"image": vis}, "image_grid_thw": grid}
+            extra = {"mm_encoder_outputs": {"image": vis}, "image_grid_thw": grid.to(dev)}
         position_ids = torch.cat([torch.arange(first, ids.numel()).view(1, 1, -1), pos3[:, :, first:]], 0)
-        out = self.base(input_ids=ids[first:].view(1, -1), position_ids=position_ids, cache=self.cache,
-                        use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
+        out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
+                        cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
         hs = out.hidden_states
         feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)  # [n, 5H]
         last = out.last_hidden_state[0]  # [n, H]
@@ -328,14 +346,14 @@ class TargetAdapter:
         self._frames = keep if self.reuse_frames else {}
         self.prompt_length = ids.numel()
         self.last_prefill = PrefillCounts(ids.numel(), n, len(frames), len(run))
-        return StepOut(logits=self.lm_head(last[start - first:]).float(),
-                       features=torch.cat([kv.features for kv in cached] + [feats]),
-                       last_hidden=torch.cat([kv.last_hidden for kv in cached] + [last]), vision_ms=vision_ms)
+        return StepOut(logits=self.lm_head(last[start - first:]).float().cpu(),
+                       features=torch.cat([kv.features for kv in cached] + [feats]).cpu(),
+                       last_hidden=torch.cat([kv.last_hidden for kv in cached] + [last]).cpu(), vision_ms=vision_ms)
 
     def _rotate(self, keys: torch.Tensor, shift: int) -> torch.Tensor:
         """Keys [1, h, n, d] rotated by `shift` positions on every (t, h, w) axis: RoPE(p) -> RoPE(p + shift)."""
         rotary = self.base.language_model.rotary_emb
-        cos, sin = rotary(keys, torch.full((3, 1, 1), shift, dtype=torch.long))  # [1, 1, d]
+        cos, sin = rotary(keys, torch.full((3, 1, 1), shift, dtype=torch.long, device=keys.device))  # [1, 1, d]
         half = keys.shape[-1] // 2
         rotated = torch.cat((-keys[..., half:], keys[..., :half]), dim=-1)
         return keys * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
