@@ -16,6 +16,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                      "record scripted demonstrations, --robot aloha|franka|drive (MCAP + annotations)"),
     "train-action-head": ("plan_stack.actions.train_cli", "train the flow-matching action head (resumable)"),
     "train-drafter": ("plan_stack.planning.train_cli", "train the VFlash drafter for a target (resumable)"),
+    "train": ("plan_stack.planning.training_cli",
+              "rebuild a robot's planner models (target, drafter, action heads) from recordings (resumable)"),
+    "eval-plans": ("plan_stack.data.eval_cli", "plan accuracy of a model directory on recorded episodes, per decoder"),
 }
 
 
