@@ -119,7 +119,7 @@ class PlannerModel:
         """Coordinate ranges the model was trained with (`layouts.RANGES` + manifest overrides)."""
         from plan_stack.planning.layouts import merge_ranges
 
-        return merge_ranges(self.manifest["coordinate_ranges"])
+        return merge_ranges(self.manifest.get("coordinate_ranges") or {})
 
     def decoder(self, config: Any = None) -> Any:
         """A `planning.decoding.Decoder` over this target and drafter, decoding with the model's
@@ -129,12 +129,13 @@ class PlannerModel:
 
         from plan_stack.planning.decoding import Decoder, DecoderConfig
 
-        config = config or DecoderConfig(budget=int(self.manifest["budget"]))
-        step = float(self.manifest["gate_max_step_m"] or 0.0)
+        m = {**_DEFAULTS, **self.manifest}  # an in-memory manifest (training) may leave keys out
+        config = config or DecoderConfig(budget=int(m["budget"]))
+        step = float(m["gate_max_step_m"] or 0.0)
         if step > 0 and config.gate_max_step_m == 0:
             config = dc.replace(config, gate_max_step_m=step)
-        return Decoder(self.target, self.drafter, config, ranges=self.manifest["coordinate_ranges"],
-                       workspace=self.manifest["workspace"] or None)
+        return Decoder(self.target, self.drafter, config, ranges=m["coordinate_ranges"] or None,
+                       workspace=m["workspace"] or None)
 
     def encode(self, instruction: str, frames: Sequence[Sequence[np.ndarray]] = ()) -> Any:
         """Prompt for `frames` ([K][cameras] HxWx3 uint8, oldest first) and an instruction."""

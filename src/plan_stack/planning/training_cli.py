@@ -48,17 +48,17 @@ class Recipe:
     head_dim: int = 32
     vision_hidden: int = 96
     vision_depth: int = 2
-    target_steps: int = 420
+    target_steps: int = 650
     target_batch: int = 16
     target_lr: float = 1e-3
-    eval_every: int = 210
+    eval_every: int = 325
     val_keyframes: int = 24
     drafter_width: int = 192
     drafter_layers: int = 3
-    drafter_steps: int = 600
+    drafter_steps: int = 250
     drafter_batch: int = 8
     drafter_lr: float = 6e-4
-    drafter_text_anchors: int = 16
+    drafter_text_anchors: int = 4
     head_steps: int = 1500
     head_batch: int = 64
     head_lr: float = 1e-3
@@ -80,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
     parser.add_argument("--out", default=None, help="model directory to write (default: models/<robot>)")
     parser.add_argument("--work", default=None, help="work directory for resumable states (default out/train/R)")
-    parser.add_argument("--stages", default="target,drafter", help="comma-separated: target, drafter, heads")
+    parser.add_argument("--stages", default="target,drafter,heads", help="comma-separated: target, drafter, heads")
+    parser.add_argument("--record", action="store_true",
+                        help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
     parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
     parser.add_argument("--force-resume", action="store_true", help="resume even if the data set changed")
     parser.add_argument("--threads", type=int, default=1,
@@ -150,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(recipe.seed)
 
     t0 = time.monotonic()
+    if args.record:
+        record_splits(robot, args.data, log)
     train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
     data_id = {"train": data_fingerprint([train_dir]), "val": data_fingerprint([val_dir])}
     log(f"{robot}: data {data_id}")
@@ -198,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
                 "val_ar_ade_m": res["best_score"], "config": dataclasses.asdict(cfg),
                 "first_loss": res["losses"][0] if res["losses"] else None,
                 "last_loss": res["losses"][-1] if res["losses"] else None}
-        (work / "target_info.json").write_text(json.dumps(info, indent=1))
+        if res["losses"] or not (work / "target_info.json").is_file():  # a finished run resumed keeps its record
+            (work / "target_info.json").write_text(json.dumps(info, indent=1))
         log(f"target done: {info}")
     if not (target_dir / "config.json").is_file():
         raise PlanningError(f"{target_dir}: no trained target (run the target stage first)")
@@ -207,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     manifest["target_training"] = json.loads((work / "target_info.json").read_text())
 
     drafter = None
-    if "drafter" in stages or (work / "drafter" / D.CONFIG_FILE).is_file():
+    if "drafter" in stages or ("target" in stages and (work / "drafter" / D.CONFIG_FILE).is_file()):
         ddir = work / "drafter"
         if args.resume and (ddir / D.CONFIG_FILE).is_file():
             drafter = D.load_drafter(ddir, target)
@@ -224,9 +229,11 @@ def run(args: argparse.Namespace) -> int:
         losses = TR.train(drafter, target, samples, dcfg, out_dir=work / "drafter", resume=args.resume,
                           progress=True, data_id=data_id, force_resume=args.force_resume)
         minutes = (time.monotonic() - t1) / 60
-        (work / "drafter_info.json").write_text(json.dumps({
-            "steps": dcfg.steps, "minutes_this_run": round(minutes, 2), "config": dataclasses.asdict(dcfg),
-            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None}, indent=1))
+        if losses or not (work / "drafter_info.json").is_file():
+            (work / "drafter_info.json").write_text(json.dumps({
+                "steps": dcfg.steps, "minutes_this_run": round(minutes, 2), "config": dataclasses.asdict(dcfg),
+                "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None},
+                indent=1))
         log(f"drafter done in {minutes:.1f} min: loss {losses[:1]} -> {losses[-1:]}")
     if (work / "drafter_info.json").is_file():
         manifest["drafter_training"] = json.loads((work / "drafter_info.json").read_text())
@@ -247,15 +254,17 @@ def run(args: argparse.Namespace) -> int:
         if spec.robot == "drive":
             log("heads: the driving stack has no action head; skipped")
         else:
-            code = train_heads(args, recipe, spec, out, work, train_dir, val_dir, data_id, log)
+            code = train_heads(args, recipe, spec, PlannerModel(out, target, None, manifest), out, work, train_dir,
+                               val_dir, data_id, log)
             if code:
                 return code
     return 0
 
 
-def train_heads(args, recipe: Recipe, spec, out: Path, work: Path, train_dir: str, val_dir: str, data_id: dict,
-                log) -> int:
-    """Plain and RTC flow-matching heads conditioned on the shipped target's plan features."""
+def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_dir: str, val_dir: str,
+                data_id: dict, log) -> int:
+    """Plain and RTC flow-matching heads conditioned on the frozen target's plan features (written to
+    out/action_head/; needs only the trained target, so it can run beside the drafter stage)."""
     import shutil
 
     import torch
@@ -264,11 +273,9 @@ def train_heads(args, recipe: Recipe, spec, out: Path, work: Path, train_dir: st
     from plan_stack.actions.train import TrainConfig as HeadTrainConfig
     from plan_stack.actions.train import train as train_head
     from plan_stack.actions.train_features import planner_feature_episodes
-    from plan_stack.planning.model_dir import load_planner_model
 
-    model = load_planner_model(out)
     cache = work / "head_features.pt"
-    key = {"data": data_id, "target": hashlib_of(out / "target" / "model.safetensors")}
+    key = {"data": data_id, "target": hashlib_of(work / "target_final" / "model.safetensors")}
     if cache.is_file() and torch.load(cache, weights_only=False)["key"] == key:
         eps = torch.load(cache, weights_only=False)
         train_eps, eval_eps = eps["train"], eps["val"]
@@ -296,6 +303,21 @@ def train_heads(args, recipe: Recipe, spec, out: Path, work: Path, train_dir: st
         log(f"head {variant}: step {res.step}, loss {res.train_loss:.4f}, eval {res.eval}, "
             f"{(time.monotonic() - t0) / 60:.1f} min -> {dest}")
     return 0
+
+
+def record_splits(robot: str, data: str, log) -> None:
+    """Record every split of `SPLITS[robot]` that `data` lacks (episode seeds fixed, so reproducible)."""
+    from plan_stack.cli import main as cli_main
+
+    for split, (seed, episodes) in SPLITS[robot].items():
+        dest = os.path.join(data, split)
+        if os.path.isdir(dest) and os.listdir(dest):
+            continue
+        log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
+        code = cli_main(["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
+                         "--episodes", str(episodes), "--seed", str(seed), "--out", dest])
+        if code:
+            raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
 
 
 def hashlib_of(path: Path) -> str:
