@@ -48,18 +48,19 @@ class Recipe:
     head_dim: int = 32
     vision_hidden: int = 96
     vision_depth: int = 2
-    target_steps: int = 650
+    target_steps: int = 360
     target_batch: int = 16
     target_lr: float = 1e-3
     eval_every: int = 325
     val_keyframes: int = 24
     drafter_width: int = 192
     drafter_layers: int = 3
-    drafter_steps: int = 250
+    drafter_steps: int = 200
     drafter_batch: int = 8
     drafter_lr: float = 6e-4
     drafter_text_anchors: int = 4
-    head_steps: int = 1500
+    head_steps: int = 800
+    head_episodes: int = 60  # train episodes whose plan features the heads see (feature pass budget)
     head_batch: int = 64
     head_lr: float = 1e-3
     head_rtc_max_delay: int = 10
@@ -281,7 +282,7 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
         train_eps, eval_eps = eps["train"], eps["val"]
     else:
         t0 = time.monotonic()
-        train_eps = planner_feature_episodes(model, train_dir, spec, progress=True)
+        train_eps = planner_feature_episodes(model, train_dir, spec, progress=True, limit=recipe.head_episodes)
         eval_eps = planner_feature_episodes(model, val_dir, spec, progress=True)
         torch.save({"key": key, "train": train_eps, "val": eval_eps}, cache)
         log(f"plan features of {len(train_eps)} + {len(eval_eps)} episodes in {time.monotonic() - t0:.0f} s")
