@@ -9,7 +9,7 @@ ENV := source $(CURDIR)/scripts/env.bash
 PYTEST_ARGS ?=
 JOBS ?= 2
 
-.PHONY: setup venv build test bench demo clean soak
+.PHONY: setup venv build test bench demo clean soak train
 
 setup: venv build
 
@@ -64,3 +64,10 @@ soak:
 
 clean:
 	rm -rf build install log
+
+# Rebuild the shipped planner models of one robot from scratch (ROBOT=aloha|franka|drive): records the
+# demonstration splits (fixed seeds) into out/data/ROBOT, then trains target, drafter and action heads
+# into models/ROBOT (resumable: rerun continues; see docs/models.md).
+ROBOT ?= aloha
+train:
+	$(ENV) && plan-stack train --robot $(ROBOT) --data $(CURDIR)/out/data/$(ROBOT) --record --resume

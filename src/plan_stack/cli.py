@@ -21,6 +21,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "record": ("plan_stack.eval.record", "record live topics to a rosbag2 MCAP bag (Ctrl-C closes it)"),
     "export": ("plan_stack.engines.export_cli", "export a robot's fixed-shape models to ONNX (+ engines.json)"),
     "params": ("plan_stack.params_cli", "write standard ROS 2 parameter files (one per node) from a robot config"),
+    "train": ("plan_stack.planning.training_cli",
+              "rebuild a robot's planner models (target, drafter, action heads) from recordings (resumable)"),
+    "eval-plans": ("plan_stack.data.eval_cli", "plan accuracy of a model directory on recorded episodes, per decoder"),
 }
 
 

@@ -69,6 +69,16 @@ def test_resume_refuses_a_different_setup_and_data_mismatch(episodes, tmp_path):
         train(other, _cfg(steps=2), *episodes, str(tmp_path / "x"), log=lambda s: None)
 
 
+def test_resume_refuses_other_data_unless_forced(episodes, tmp_path):
+    train(HEAD, _cfg(steps=2, log_every=1), *episodes, str(tmp_path), log=lambda s: None, meta={"data": {"sha256": "a"}})
+    with pytest.raises(CheckpointError, match="other data"):
+        train(HEAD, _cfg(steps=4, log_every=1), *episodes, str(tmp_path), log=lambda s: None,
+              meta={"data": {"sha256": "b"}})
+    res = train(HEAD, _cfg(steps=4, log_every=1), *episodes, str(tmp_path), log=lambda s: None,
+                meta={"data": {"sha256": "b"}}, force_resume=True)
+    assert res.resumed_from == 2 and res.step == 4
+
+
 def test_windows_hold_the_last_command_and_reject_bad_episodes():
     ep = Episode("e", 0.02, [[0.0], [1.0], [2.0]], [[0.0], [0.0], [1.0]], [[1.0, 0.0]])
     w = ChunkWindows([ep], horizon=4)

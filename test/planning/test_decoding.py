@@ -275,3 +275,27 @@ def test_decoder_argument_errors(text_target, small_drafter):
         DecoderConfig(box_guard=2.0)
     res = Decoder(text_target, None, DecoderConfig(budget=5)).generate(Prompt(torch.tensor([3, 4])), decoder="ar")
     assert len(res.tokens) <= 5 and res.decoder == "ar"
+
+
+def test_plausibility_gate_falls_back_to_constrained_ar_and_counts(text_target, small_drafter):
+    """An untrained drafter's 3D waypoints jump around: a tight step bound sends the primitive to
+    constrained AR (same tokens as AR from there on), a loose one accepts it; both are counted."""
+    tg = text_target
+    prompt = tg.encode_prompt("plan the gripper")
+    prefix = L.tool_call_text(34) + V.ROBOT  # robot_3d, P = 10
+    ranges = {"robot": {"x": [-1.0, 1.0], "y": [-1.0, 1.0], "z": [0.0, 2.0]}}
+    tight = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60, gate_max_step_m=1e-4), ranges=ranges)
+    ar = tight.generate(prompt, decoder="ar", response_prefix=prefix)
+    res = tight.generate(prompt, decoder="vflash", response_prefix=prefix)
+    assert res.stats.gate_implausible == 1 and res.stats.gate_fallback == 1 and res.stats.gate_accepted == 0
+    assert res.stats.gate_check_ms > 0
+    assert res.tokens[:len(ar.tokens)] == ar.tokens[:len(res.tokens)]
+    assert res.primitives[0].fallback_from == 1 and not res.primitives[0].accepted_direct
+    loose = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60, gate_max_step_m=10.0), ranges=ranges)
+    res = loose.generate(prompt, decoder="vflash", response_prefix=prefix)
+    assert res.stats.gate_implausible == 0 and res.stats.gate_accepted == 1
+    pts = np.array(res.primitives[0].points)
+    assert (pts[:, :2] >= -1.0).all() and (pts[:, :2] <= 1.0).all()  # decoded with the model's ranges
+    boxed = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60), ranges=ranges,
+                    workspace={"robot": {"x": [5.0, 6.0]}})  # no waypoint can lie there
+    assert boxed.generate(prompt, decoder="vflash", response_prefix=prefix).stats.gate_implausible == 1

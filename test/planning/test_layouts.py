@@ -358,3 +358,19 @@ def test_grammar_and_field_errors(vocab, sets):
     dup = copy.copy()
     dup.advance(vocab[V.COORD_TOKENS[3]])
     assert copy.emitted == [] and dup.emitted == [vocab[V.COORD_TOKENS[3]]]
+
+
+def test_model_ranges_quantise_finer_and_validate(vocab):
+    ranges = L.merge_ranges({"robot": {"x": [-0.5, 0.5]}})
+    assert ranges["robot"]["x"] == (-0.5, 0.5) and ranges["robot"]["z"] == L.RANGES["robot"]["z"]
+    layout = L.make_layout("robot_3d", 2)
+    prim = L.PrimitiveFields("robot_3d", points=((0.1234, 0.0, 1.0), (-0.2, 0.3, 1.5)))
+    default = L.tokens_to_fields(vocab, layout, L.fields_to_tokens(vocab, layout, [prim], (8, 8)), (8, 8))
+    fine = L.tokens_to_fields(vocab, layout, L.fields_to_tokens(vocab, layout, [prim], (8, 8), ranges), (8, 8),
+                              ranges=ranges)
+    assert abs(default[0].points[0][0] - 0.1234) > 0.003  # 1 cm bins
+    assert abs(fine[0].points[0][0] - 0.1234) <= 0.0005  # 1 mm bins
+    for bad in ({"image": {"u": [0, 1]}}, {"robot": {"w": [0, 1]}}, {"robot": {"x": [1, 1]}},
+                {"robot": {"x": [0, float("inf")]}}):
+        with pytest.raises(LayoutError):
+            L.merge_ranges(bad)

@@ -63,3 +63,20 @@ def test_bad_manifests_are_refused_with_the_reason(tmp_path, content, match):
 def test_missing_directory_is_named(tmp_path):
     with pytest.raises(PlanningError, match="does not exist"):
         load_planner_model(tmp_path / "nope")
+
+
+def test_decoder_uses_the_manifest_ranges_and_gate(tmp_path, vl_target):
+    manifest = {"cameras": ["cam_high"], "coordinate_ranges": {"robot": {"x": [-0.5, 0.5]}},
+                "workspace": {"robot": {"z": [0.3, 0.9]}}, "gate_max_step_m": 0.06, "budget": 99}
+    save_planner_model(tmp_path / "m", vl_target, None, manifest)
+    model = load_planner_model(tmp_path / "m")
+    dec = model.decoder()
+    assert dec.ranges["robot"]["x"] == (-0.5, 0.5) and dec.workspace == {"robot": {"z": (0.3, 0.9)}}
+    assert dec.config.gate_max_step_m == 0.06 and dec.config.budget == 99
+    assert model.ranges == dec.ranges
+
+
+def test_bad_coordinate_ranges_are_refused(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"coordinate_ranges": {"robot": {"x": [1, 0]}}}))
+    with pytest.raises(PlanningError, match="coordinate_ranges"):
+        read_manifest(tmp_path)

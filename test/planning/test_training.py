@@ -70,4 +70,9 @@ def test_training_lowers_the_loss_and_resumes(vl_target, small_drafter, tmp_path
     assert len(TR.train(d2, vl_target, samples, longer, out_dir=tmp_path, resume=True)) == 2
     with pytest.raises(PlanningError, match="no training samples"):
         TR.train(d2, vl_target, [], cfg)
+    # the checkpoint knows its data: another data set is refused unless forced
+    with pytest.raises(PlanningError, match="trained on data"):
+        TR.train(d2, vl_target, samples, longer, out_dir=tmp_path, resume=True, data_id={"episodes": 3})
+    assert TR.train(d2, vl_target, samples, longer, out_dir=tmp_path, resume=True, data_id={"episodes": 3},
+                    force_resume=True) == []
 

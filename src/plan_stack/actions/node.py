@@ -52,7 +52,7 @@ __all__ = ["ChunkerConfig", "ChunkerNode", "main"]
 @dataclasses.dataclass(frozen=True)
 class ChunkerConfig:
     checkpoint: str = param("trained action head directory (config.json + model.safetensors): a path, or a "
-                            "name under the package's models/ folder such as action_head_aloha/rtc",
+                            "name under the package's models/ folder such as aloha/action_head/rtc",
                             read_only=True)
     joint_names: tuple[str, ...] = param("joints of each chunk row, in the head's action order", read_only=True)
     max_plan_age_s: float = param("plan features older than this (vs. the observation stamp) are stale (s)",

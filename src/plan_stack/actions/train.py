@@ -150,13 +150,25 @@ def _write_state(path: str, doc: dict[str, Any]) -> None:
     os.replace(tmp, os.path.join(path, STATE_FILE))
 
 
+def _data_summary(data: Any) -> str:
+    if not isinstance(data, dict):
+        return repr(data)
+    keys = ("source", "path", "episodes", "sha256")
+    parts = [f"{k}={data[k]}" for k in keys if k in data]
+    if "train" in data:
+        parts.append(f"{len(data['train'])} train episodes")
+    return ", ".join(parts) or repr(data)
+
+
 def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval_eps: list[Episode],
           out_dir: str, resume: bool = True, log: Callable[[str], None] = print,
-          meta: dict[str, Any] | None = None) -> TrainResult:
+          meta: dict[str, Any] | None = None, force_resume: bool = False) -> TrainResult:
     """Train (or resume) into `out_dir`; returns the final step's figures.
 
-    Resuming requires the same head config and RTC setting; anything else
-    raises CheckpointError rather than silently mixing runs.
+    Resuming requires the same head config and RTC setting, and the same
+    data (`meta["data"]`: its source and episode identities) unless
+    `force_resume`; anything else raises CheckpointError rather than
+    silently mixing runs.
     """
     windows = ChunkWindows(train_eps, head_cfg.horizon)
     eval_windows = ChunkWindows(eval_eps, head_cfg.horizon) if eval_eps else None
@@ -182,6 +194,10 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
         if loaded.cfg != head_cfg or old_meta.get("rtc_max_delay") != cfg.rtc_max_delay:
             raise CheckpointError(f"out_dir: {out_dir!r} holds a run with another head config or RTC setting; "
                                   "use a new directory or --fresh")
+        if not force_resume and old_meta.get("data") != meta.get("data"):
+            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data ({_data_summary(old_meta.get('data'))}"
+                                  f", now {_data_summary(meta.get('data'))}); use the same episodes, a new "
+                                  "directory, --fresh, or --force-resume")
         head.load_state_dict(loaded.state_dict())
         _load_optimizer(out_dir, opt)
         with open(state_path) as fh:

@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--synthetic", type=int, metavar="N", help="use N synthetic episodes instead")
     parser.add_argument("--out", required=True, help="checkpoint directory (resumed if it holds a run)")
     parser.add_argument("--fresh", action="store_true", help="delete an existing run in --out first")
+    parser.add_argument("--force-resume", action="store_true",
+                        help="resume even though the run in --out was trained on other data")
     parser.add_argument("--eval-fraction", type=float, default=0.2, help="episodes held out for evaluation")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     parser.add_argument("--dt", type=float, default=0.02, help="control period of synthetic episodes (s)")
@@ -51,11 +53,13 @@ def run(args: argparse.Namespace) -> int:
         if args.demos:
             from plan_stack.actions.demos import load_demo_dir
 
+            from plan_stack.data.episodes import data_fingerprint
+
             episodes = load_demo_dir(args.demos)
-            source = {"source": "demos", "path": args.demos}
+            source = {"source": "demos", **data_fingerprint([args.demos])}
         else:
             episodes = synthetic_episodes(args.synthetic, dt_s=args.dt, seed=args.seed)
-            source = {"source": "synthetic", "episodes": args.synthetic}
+            source = {"source": "synthetic", "episodes": args.synthetic, "seed": args.seed, "dt_s": args.dt}
         train_eps, eval_eps = split_episodes(episodes, args.eval_fraction, seed=args.seed)
         e = episodes[0]
         head_cfg = HeadConfig(action_dim=e.actions.shape[1], state_dim=e.states.shape[1],
@@ -68,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(train_eps)} training / {len(eval_eps)} held-out episodes, head {head_cfg}")
         res = train(head_cfg, train_cfg, train_eps, eval_eps, args.out,
                     meta={"data": {**source, "train": [x.name for x in train_eps],
-                                   "eval": [x.name for x in eval_eps]}})
+                                   "eval": [x.name for x in eval_eps]}},
+                    force_resume=args.force_resume)
     except (ActionsError, ConfigError) as exc:
         print(f"train-action-head: {exc}")
         return 2

@@ -62,6 +62,9 @@ class DecoderConfig:
     robot_frame_id: str = param("frame of robot primitives (camera optical frame)", "camera_optical_frame")
     drive_frame_id: str = param("frame of driving primitives (ego frame)", "base_link")
     drive_horizon_s: float = param("time spanned by driving waypoints (s)", 4.0, min=0.0)
+    gate_max_step_m: float = param(
+        "plausibility gate: max distance between consecutive 3D waypoints of a drafted primitive (m); 0 disables",
+        0.0, min=0.0)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -83,6 +86,8 @@ class DecodeStats:
     tokens_primitive: int = 0  # tokens after each primitive's start token
     gate_accepted: int = 0
     gate_fallback: int = 0
+    gate_implausible: int = 0  # drafts that passed the schema but failed the geometric check (also in gate_fallback)
+    gate_check_ms: float = 0.0  # time spent in the geometric check
     blocks_rejected: int = 0  # declared block size invalid, missing or over budget
     tokens_supplied: int = 0  # response_prefix tokens (not decoded; excluded from tau)
     positions_regenerated: int = 0
@@ -220,12 +225,40 @@ class Tracker:
 class Decoder:
     """One call for all decoders: `generate(prompt, images, budget, decoder)`."""
 
-    def __init__(self, target: TargetAdapter, drafter: Any = None, config: DecoderConfig | None = None):
+    def __init__(self, target: TargetAdapter, drafter: Any = None, config: DecoderConfig | None = None,
+                 ranges: L.Ranges | None = None, workspace: L.Ranges | None = None):
+        """`ranges`: the model's coordinate ranges (`layouts.merge_ranges`; default `layouts.RANGES`);
+        `workspace`: per space and axis the box a plausible drafted 3D waypoint lies in (None: no check)."""
         self.target = target
         self.drafter = drafter
         self.config = config or DecoderConfig()
         self.vocab = target.vocab
         self.sets = L.TokenSets(self.vocab)
+        self.ranges = L.merge_ranges(ranges)
+        self.workspace = {s: {a: (float(v[0]), float(v[1])) for a, v in ax.items()}
+                          for s, ax in (workspace or {}).items()}
+
+    def plausible(self, layout: L.Layout, block: Sequence[int]) -> bool:
+        """Geometric part of the VFlash gate: every 3D waypoint of a (schema-valid) block inside the
+        workspace box and consecutive waypoints at most `gate_max_step_m` apart."""
+        max_step = self.config.gate_max_step_m
+        if not self.workspace and max_step <= 0:
+            return True
+        for pi, part in enumerate(layout.parts):
+            if part.space == "image":
+                continue
+            box = self.workspace.get(part.space, {})
+            lo = [self.ranges[part.space][a][0] for a in part.axes]
+            step = [(self.ranges[part.space][a][1] - self.ranges[part.space][a][0]) / V.N_BINS for a in part.axes]
+            coords = [j for j, s in enumerate(layout.slots) if s.part == pi and s.token is None]
+            vals = np.array([lo[i % len(part.axes)] + step[i % len(part.axes)] * self.vocab.coord_value(block[j])
+                             for i, j in enumerate(coords)]).reshape(-1, len(part.axes))
+            for ai, axis in enumerate(part.axes):
+                if axis in box and not bool(((vals[:, ai] >= box[axis][0]) & (vals[:, ai] <= box[axis][1])).all()):
+                    return False
+            if max_step > 0 and len(vals) > 1 and float(np.linalg.norm(np.diff(vals, axis=0), axis=1).max()) > max_step:
+                return False
+        return True
 
     # -- helpers --------------------------------------------------------------------
     def _greedy(self, logits: torch.Tensor, tracker: Tracker) -> int:
@@ -392,6 +425,13 @@ class _Run:
         else:
             draft = logits.argmax(-1).tolist()
         bad = L.check_block(self.sets, layout, draft)
+        if bad == 0:
+            t0 = time.perf_counter()
+            ok = self.dec.plausible(layout, [anchor] + draft)
+            self.stats.gate_check_ms += (time.perf_counter() - t0) * 1e3
+            if not ok:
+                self.stats.gate_implausible += 1
+                bad = 1  # regenerate the whole primitive with constrained AR
         before = self.target.length
         span = self._open
         if bad == 0:
@@ -521,7 +561,7 @@ class _Run:
             drive = span.layout.kind.startswith("drive")
             try:
                 fields = L.tokens_to_fields(
-                    self.vocab, span.layout, block, image_size or (1, 1), sets=self.sets,
+                    self.vocab, span.layout, block, image_size or (1, 1), sets=self.sets, ranges=self.dec.ranges,
                     frame_id=self.cfg.drive_frame_id if drive else self.cfg.robot_frame_id,
                     horizon_s=self.cfg.drive_horizon_s)
             except LayoutError as exc:  # pragma: no cover - grammar makes this unreachable

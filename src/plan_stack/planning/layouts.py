@@ -22,7 +22,7 @@ import dataclasses
 import json
 import math
 from functools import lru_cache
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
@@ -37,6 +37,30 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "drive": {"x": (-10.0, 200.0), "y": (-50.0, 50.0)},  # ego frame, m
     "image": {"u": (0.0, 1000.0), "v": (0.0, 1000.0)},  # normalised image coordinates
 }
+
+
+Ranges = Mapping[str, Mapping[str, Sequence[float]]]
+
+
+def merge_ranges(overrides: Ranges | None) -> dict[str, dict[str, tuple[float, float]]]:
+    """`RANGES` with a model's own ranges (e.g. manifest `coordinate_ranges`) laid over it.
+
+    A model trained with tighter ranges (same token layout) spends its 1000
+    bins on the space its robot reaches; decoding must use the same ranges.
+    Raises LayoutError for unknown spaces/axes or lo >= hi.
+    """
+    out = {space: dict(axes) for space, axes in RANGES.items()}
+    for space, axes in (overrides or {}).items():
+        if space not in out or space == "image":
+            raise LayoutError(f"coordinate range space must be one of robot, drive; got {space!r}")
+        for axis, pair in axes.items():
+            if axis not in out[space]:
+                raise LayoutError(f"{space} has no axis {axis!r} (axes: {sorted(out[space])})")
+            lo, hi = (float(v) for v in pair)
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise LayoutError(f"{space}.{axis} range must have finite lo < hi, got {pair!r}")
+            out[space][axis] = (lo, hi)
+    return out
 
 
 def quantise(q: float, lo: float, hi: float) -> int:
@@ -508,10 +532,11 @@ def _pixel_scale(box: bool, width: int, height: int) -> tuple[float, float]:
 
 
 def fields_to_tokens(vocab: V.Vocab, layout: Layout, prims: Sequence[PrimitiveFields],
-                     image_size: tuple[int, int]) -> list[int]:
+                     image_size: tuple[int, int], ranges: Ranges | None = None) -> list[int]:
     """Quantise one layout's primitives (one per arm) into block tokens [B] (start token first).
 
-    Metric values outside the range saturate at the range ends; pixel values
+    `ranges` are the model's metric ranges (default `RANGES`; see
+    `merge_ranges`). Metric values outside the range saturate at the range ends; pixel values
     outside the image (or NaN) become an `<oof>` pair; box corners are clipped
     to the image and forced to u1 < u2, v1 < v2 after quantisation.
     """
@@ -549,9 +574,10 @@ def fields_to_tokens(vocab: V.Vocab, layout: Layout, prims: Sequence[PrimitiveFi
         else:
             if len(prim.points) != layout.waypoints:
                 raise LayoutError(f"{layout.kind} needs {layout.waypoints} points, got {len(prim.points)}")
+            space = (ranges or RANGES)[part.space]
             for p in prim.points:
                 for ai, axis in enumerate(part.axes):
-                    lo, hi = RANGES[part.space][axis]
+                    lo, hi = space[axis]
                     out.append(vocab[V.COORD_TOKENS[quantise(float(p[ai]), lo, hi)]])
         out.append(vocab[part.end])
     if len(out) != layout.block_size:  # pragma: no cover - layout arithmetic guard
@@ -560,8 +586,8 @@ def fields_to_tokens(vocab: V.Vocab, layout: Layout, prims: Sequence[PrimitiveFi
 
 
 def tokens_to_fields(vocab: V.Vocab, layout: Layout, tokens: Sequence[int], image_size: tuple[int, int], *,
-                     frame_id: str = "", horizon_s: float = 0.0,
-                     sets: TokenSets | None = None) -> list[PrimitiveFields]:
+                     frame_id: str = "", horizon_s: float = 0.0, sets: TokenSets | None = None,
+                     ranges: Ranges | None = None) -> list[PrimitiveFields]:
     """Dequantise a block [B] (start token first) into one PrimitiveFields per arm.
 
     The block must be valid (see `check_block`); `<oof>` pairs become NaN pairs.
@@ -590,7 +616,7 @@ def tokens_to_fields(vocab: V.Vocab, layout: Layout, tokens: Sequence[int], imag
             scale = su if slot.axis == "u" else sv
             uv[arm].append(float("nan") if k is None else k * scale / V.N_BINS)
         else:
-            lo, hi = RANGES[slot.space][slot.axis]
+            lo, hi = (ranges or RANGES)[slot.space][slot.axis]
             value = dequantise(vocab.coord_value(tok), lo, hi)
             if slot.axis == part.axes[0]:
                 pts[arm].append([])

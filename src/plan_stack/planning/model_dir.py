@@ -20,6 +20,11 @@ configs, steps, git commit, metrics at save time):
     instruction      default instruction
     primitive_kinds  layout kinds the model emits (planning.layouts kinds)
     budget           output token budget per plan
+    coordinate_ranges  the model's metric quantisation ranges, {space: {axis: [lo, hi]}}
+                     laid over `layouts.RANGES` (absent: the fixed defaults)
+    workspace        {space: {axis: [lo, hi]}}: where a plausible 3D waypoint lies
+                     (the VFlash gate's geometric check; absent: no box check)
+    gate_max_step_m  the gate's bound between consecutive 3D waypoints (absent/0: none)
 
 The prompt is, in time order, each observation's images (cameras in manifest
 order) followed by `prompt_text(instruction)`; training and the planner both
@@ -51,6 +56,9 @@ _DEFAULTS: dict[str, Any] = {
     "instruction": "",
     "primitive_kinds": [],
     "budget": 256,
+    "coordinate_ranges": {},
+    "workspace": {},
+    "gate_max_step_m": 0.0,
 }
 
 
@@ -77,6 +85,14 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise PlanningError(f"{file}: image_size must be [width, height] in pixels, got {size!r}")
     if not isinstance(manifest["history_frames"], int) or manifest["history_frames"] < 1:
         raise PlanningError(f"{file}: history_frames must be an integer >= 1")
+    from plan_stack.planning.errors import LayoutError
+    from plan_stack.planning.layouts import merge_ranges
+
+    for key in ("coordinate_ranges", "workspace"):
+        try:
+            merge_ranges(manifest[key] or {})
+        except (LayoutError, TypeError, ValueError, AttributeError) as exc:
+            raise PlanningError(f"{file}: {key}: {exc}") from None
     return manifest
 
 
@@ -98,11 +114,28 @@ class PlannerModel:
         size = self.manifest["image_size"]
         return None if size is None else (int(size[0]), int(size[1]))
 
-    def decoder(self, config: Any = None) -> Any:
-        """A `planning.decoding.Decoder` over this target and drafter."""
-        from plan_stack.planning.decoding import Decoder
+    @property
+    def ranges(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """Coordinate ranges the model was trained with (`layouts.RANGES` + manifest overrides)."""
+        from plan_stack.planning.layouts import merge_ranges
 
-        return Decoder(self.target, self.drafter, config)
+        return merge_ranges(self.manifest.get("coordinate_ranges") or {})
+
+    def decoder(self, config: Any = None) -> Any:
+        """A `planning.decoding.Decoder` over this target and drafter, decoding with the model's
+        coordinate ranges and plausibility gate (the manifest's `gate_max_step_m` applies when
+        `config` leaves the gate's step bound at 0)."""
+        import dataclasses as dc
+
+        from plan_stack.planning.decoding import Decoder, DecoderConfig
+
+        m = {**_DEFAULTS, **self.manifest}  # an in-memory manifest (training) may leave keys out
+        config = config or DecoderConfig(budget=int(m["budget"]))
+        step = float(m["gate_max_step_m"] or 0.0)
+        if step > 0 and config.gate_max_step_m == 0:
+            config = dc.replace(config, gate_max_step_m=step)
+        return Decoder(self.target, self.drafter, config, ranges=m["coordinate_ranges"] or None,
+                       workspace=m["workspace"] or None)
 
     def encode(self, instruction: str, frames: Sequence[Sequence[np.ndarray]] = ()) -> Any:
         """Prompt for `frames` ([K][cameras] HxWx3 uint8, oldest first) and an instruction."""

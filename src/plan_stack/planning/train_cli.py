@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--checkpoint-every", type=int, default=100)
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    parser.add_argument("--force-resume", action="store_true",
+                        help="resume even though the checkpoint was trained on other data")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     parser.add_argument("--seed", type=int, default=0)
 
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.planning import drafter as D
     from plan_stack.planning import target as T
     from plan_stack.planning import training as TR
+    from plan_stack.planning.errors import PlanningError
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -63,7 +66,14 @@ def run(args: argparse.Namespace) -> int:
                          seed=args.seed)
     samples = TR.synthetic_samples(target, args.samples, kinds=tuple(args.kinds.split(",")),
                                    waypoints=args.waypoints, seed=args.seed)
-    losses = TR.train(drafter, target, samples, cfg, out_dir=args.out, resume=args.resume, progress=True)
+    data_id = {"source": "synthetic", "samples": args.samples, "kinds": args.kinds, "waypoints": args.waypoints,
+               "seed": args.seed}
+    try:
+        losses = TR.train(drafter, target, samples, cfg, out_dir=args.out, resume=args.resume, progress=True,
+                          data_id=data_id, force_resume=args.force_resume)
+    except PlanningError as exc:
+        print(f"train-drafter: {exc}")
+        return 2
     if losses:
         print(f"trained {len(losses)} steps: loss {losses[0]:.3f} -> {losses[-1]:.3f}; drafter in {args.out}")
     else:

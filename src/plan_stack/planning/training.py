@@ -210,11 +210,14 @@ def _batches(samples: Sequence[Sample], batch: int, rng: random.Random) -> Itera
 
 
 def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: TrainConfig,
-          out_dir: str | os.PathLike | None = None, resume: bool = False, progress: bool = False) -> list[float]:
+          out_dir: str | os.PathLike | None = None, resume: bool = False, progress: bool = False,
+          data_id: dict | None = None, force_resume: bool = False) -> list[float]:
     """Train `drafter` in place; returns the loss of every step run here.
 
     With `out_dir`, checkpoints go there every `checkpoint_every` steps and at
-    the end; `resume=True` continues from the checkpoint found there.
+    the end; `resume=True` continues from the checkpoint found there, which
+    must have been trained on the same data (`data_id`, e.g.
+    `data.episodes.data_fingerprint`) unless `force_resume`.
     """
     if not samples:
         raise PlanningError("no training samples")
@@ -224,6 +227,9 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
     step0 = 0
     if resume and out_dir is not None and os.path.isfile(os.path.join(out_dir, STATE_FILE)):
         state = torch.load(os.path.join(out_dir, STATE_FILE), weights_only=False)
+        from plan_stack.planning.training_target import check_resume
+
+        check_resume(state.get("data_id"), data_id, force_resume, os.path.join(out_dir, STATE_FILE))
         drafter.load_state_dict(load_drafter(out_dir, target).state_dict())
         opt.load_state_dict(state["optimizer"])
         step0 = int(state["step"])
@@ -251,7 +257,7 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         done = step + 1
         if out_dir is not None and (done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
-            save_checkpoint(drafter, opt, done, rng, out_dir)
+            save_checkpoint(drafter, opt, done, rng, out_dir, data_id)
     if bar is not None:
         bar.close()
     drafter.eval()
@@ -260,9 +266,9 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
 
 
 def save_checkpoint(drafter: Drafter, opt: torch.optim.Optimizer, step: int, rng: random.Random,
-                    out_dir: str | os.PathLike) -> None:
+                    out_dir: str | os.PathLike, data_id: dict | None = None) -> None:
     save_drafter(drafter, out_dir)
     tmp = os.path.join(out_dir, STATE_FILE + ".tmp")
-    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate()}, tmp)
+    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "data_id": data_id}, tmp)
     os.replace(tmp, os.path.join(out_dir, STATE_FILE))
 

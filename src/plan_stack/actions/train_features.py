@@ -1,0 +1,71 @@
+"""Action-head episodes conditioned on the planner target's plan features (DESIGN section 9).
+
+At run time the chunker receives `PlanFeatures`: the frozen target's last
+hidden states over the primitive tokens of the plan it just decoded. Here
+every annotated keyframe of a recorded episode is run through the same
+target with its prompt (`PlannerModel.encode`) and its annotated response in
+one teacher-forced pass, and the hidden states over the primitive positions
+(start token to end token of every block, in response order: what
+`DecodeResult.features` holds) become the conditioning tokens [K, hidden]
+in force from that keyframe on. Actions and states come from the bag, as for
+the ground-truth-token episodes (`actions.demos.load_episode`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from plan_stack.actions.data import Episode
+from plan_stack.actions.errors import DatasetError
+
+__all__ = ["keyframe_features", "planner_feature_episodes"]
+
+
+@torch.no_grad()
+def keyframe_features(model: Any, kf: Any, spec: Any) -> np.ndarray:
+    """[tokens, hidden] target features over the primitive positions of `kf`'s annotated response."""
+    from plan_stack.data.samples import make_sample
+
+    sample = make_sample(model, kf, spec)
+    ids = torch.cat([sample.prompt.input_ids.view(-1), torch.tensor(sample.response, dtype=torch.long)])
+    out = model.target.prefill(dataclasses.replace(sample.prompt, input_ids=ids))
+    plen = sample.prompt.input_ids.numel()
+    rows = [plen + start + j for start, layout in sample.spans for j in range(layout.block_size)]
+    return out.last_hidden[rows].float().numpy()
+
+
+def planner_feature_episodes(model: Any, demo_dir: str, spec: Any, progress: bool = False,
+                             limit: int | None = None) -> list[Episode]:
+    """Every successful recorded episode in `demo_dir` with plan-feature conditioning."""
+    from plan_stack.actions.demos import load_episode
+    from plan_stack.data.episodes import annotation_files, load_episode_keyframes
+
+    files = annotation_files(demo_dir)[:limit]
+    it: Sequence[str] = files
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(files, desc="plan features", unit="episode", mininterval=5.0)
+    out = []
+    for f in it:
+        kfs = load_episode_keyframes(f, spec, model.image_size)
+        if not kfs:
+            continue
+        base = load_episode(f)
+        feats = [keyframe_features(model, kf, spec) for kf in kfs]
+        n_tok = max(x.shape[0] for x in feats)
+        cond = np.zeros((len(feats), n_tok, feats[0].shape[1]))
+        for i, x in enumerate(feats):  # a keyframe with fewer primitive tokens repeats its last one
+            cond[i, :len(x)] = x
+            cond[i, len(x):] = x[-1]
+        if cond.shape[0] != base.cond.shape[0]:
+            raise DatasetError(f"{f}: {cond.shape[0]} keyframes with features, {base.cond.shape[0]} in the episode")
+        out.append(Episode(os.path.splitext(os.path.basename(f))[0], base.dt_s, base.actions, base.states, cond,
+                           base.cond_index))
+    if not out:
+        raise DatasetError(f"{demo_dir}: no successful episode")
+    return out

@@ -1,0 +1,87 @@
+"""Keyframe -> planner sample: prompt (images + instruction) and response tokens.
+
+Response, the text a target learns to write and the drafter learns to fill:
+
+    "<sub-task>. " [<tool_call>{"name":"atomic_decoding","arguments":{"block_size":B}}</tool_call> <block>]... <eos>
+
+one tool call + block per primitive: ALOHA one `dual_3d` block (both arms,
+metres), Franka the cube's `box` then a `robot_2d3d` block,
+driving one `drive_2d3d` block. The prompt is built only by
+`PlannerModel.encode`, so training sees exactly what the planner feeds.
+Metric coordinates are quantised with the model's own ranges (`fit_ranges`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from plan_stack.data.episodes import Keyframe, RobotSpec
+from plan_stack.planning import layouts as L
+
+__all__ = ["primitives_of", "response_tokens", "make_sample", "fit_ranges", "SPACE"]
+
+#: metric space and axes of each robot kind's 3D part
+SPACE = {"dual_3d": ("robot", ("x", "y", "z")), "dual_2d3d": ("robot", ("x", "y", "z")), "robot_2d3d": ("robot", ("x", "y", "z")),
+         "drive_2d3d": ("drive", ("x", "y"))}
+
+
+def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[L.PrimitiveFields]]]:
+    """The ground-truth primitives of a keyframe in response order (layout, one field set per arm)."""
+    out: list[tuple[L.Layout, list[L.PrimitiveFields]]] = []
+    for obj in spec.box_objects:
+        box = kf.boxes.get(obj)
+        if box is not None:
+            out.append((L.make_layout("box"), [L.PrimitiveFields("box", uv=tuple(box))]))
+    p = len(kf.points[0])
+    layout = L.make_layout(spec.kind, p)
+    prims = [L.PrimitiveFields(L.KINDS[spec.kind][2], arm=arm, points=tuple(map(tuple, pts.tolist())),
+                               uv=tuple(uv.reshape(-1).tolist()))
+             for arm, pts, uv in zip(spec.arms, kf.points, kf.uv)]
+    out.append((layout, prims))
+    return out
+
+
+def response_tokens(target: Any, kf: Keyframe, spec: RobotSpec,
+                    ranges: L.Ranges | None = None) -> tuple[list[int], list[tuple[int, L.Layout]]]:
+    """Response ids (ending in EOS) and the (start index, layout) of every primitive block."""
+    tok = target.tokenizer
+    ids = tok.encode(f"{kf.subtask.strip()}. ", add_special_tokens=False)
+    spans: list[tuple[int, L.Layout]] = []
+    for layout, prims in primitives_of(kf, spec):
+        ids += tok.encode(L.tool_call_text(layout.block_size), add_special_tokens=False)
+        spans.append((len(ids), layout))
+        ids += L.fields_to_tokens(target.vocab, layout, prims, kf.camera_size, ranges)
+    ids.append(tok.eos_token_id)
+    return ids, spans
+
+
+def make_sample(model: Any, kf: Keyframe, spec: RobotSpec, images: Sequence[np.ndarray] | None = None):
+    """A `planning.training.Sample` of `kf` for a `PlannerModel` (its manifest's ranges and prompt)."""
+    from plan_stack.planning.training import Sample
+
+    frames = [list(kf.images if images is None else images)]
+    prompt = model.encode(kf.instruction, frames)
+    response, spans = response_tokens(model.target, kf, spec, model.ranges)
+    return Sample(prompt, response, spans)
+
+
+def fit_ranges(keyframes: Sequence[Keyframe], spec: RobotSpec, margin: float = 0.05,
+               grid: float = 0.05) -> tuple[dict, dict]:
+    """(coordinate_ranges, workspace) of a robot from its training keyframes.
+
+    workspace: per axis the observed [min, max] widened by `margin`; ranges:
+    the workspace widened by another `margin` and rounded outward to `grid`
+    (the quantiser's 1000 bins then cover the reachable space only, e.g. ~1 mm
+    bins instead of 1 cm over the fixed +-5 m).
+    """
+    space, axes = SPACE[spec.kind]
+    pts = np.concatenate([p for kf in keyframes for p in kf.points])
+    ranges, workspace = {space: {}}, {space: {}}
+    for i, axis in enumerate(axes):
+        lo, hi = float(pts[:, i].min()) - margin, float(pts[:, i].max()) + margin
+        workspace[space][axis] = [round(lo, 4), round(hi, 4)]
+        ranges[space][axis] = [math.floor((lo - margin) / grid) * grid, math.ceil((hi + margin) / grid) * grid]
+        ranges[space][axis] = [round(v, 4) for v in ranges[space][axis]]
+    return ranges, workspace

@@ -1,0 +1,337 @@
+"""`plan-stack train --robot R`: rebuild every checkpoint of a robot's planner model directory.
+
+Stages (each resumable, each seeded, each with a tqdm bar):
+
+1. data: keyframes of the recorded train / validation episodes
+   (`plan-stack record-demos`; seeds in `SPLITS`), coordinate ranges and
+   workspace fitted on the train split, the image-blind baseline;
+2. target: a small Qwen3-VL trained autoregressively on the responses
+   (`training_target`), the checkpoint chosen by AR-decoded validation ADE;
+   then frozen;
+3. drafter: VFlash training on the frozen target (`training.train`);
+4. the model directory: target/, drafter/, manifest.json, blind_baseline.json.
+
+Action heads on the target's plan features are trained by
+`plan-stack train-action-head --planner DIR` (stage `heads` runs it here).
+Work files (optimiser states) live in `--work`; `--resume` continues from
+them and refuses a different data set unless `--force-resume`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: episode seeds per split (record-demos --seed S --episodes N): disjoint, fixed, written into the manifest
+SPLITS: dict[str, dict[str, tuple[int, int]]] = {
+    "aloha": {"train": (0, 165), "val": (200000, 12), "heldout": (100000, 40)},
+    "franka": {"train": (0, 200), "val": (200000, 8), "heldout": (100000, 20)},
+    "drive": {"train": (0, 40), "val": (200000, 3), "heldout": (100000, 6)},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Sizes and budgets of one robot's models (measured to fit <= 60 min on 2 CPU cores)."""
+
+    image_size: tuple[int, int] = (112, 112)
+    hidden: int = 192
+    layers: int = 4
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 32
+    vision_hidden: int = 96
+    vision_depth: int = 2
+    target_steps: int = 360
+    target_batch: int = 16
+    target_lr: float = 1e-3
+    eval_every: int = 325
+    val_keyframes: int = 24
+    drafter_width: int = 192
+    drafter_layers: int = 3
+    drafter_steps: int = 200
+    drafter_batch: int = 8
+    drafter_lr: float = 6e-4
+    drafter_text_anchors: int = 4
+    head_steps: int = 800
+    head_episodes: int = 60  # train episodes whose plan features the heads see (feature pass budget)
+    head_batch: int = 64
+    head_lr: float = 1e-3
+    head_rtc_max_delay: int = 10
+    budget_margin: int = 24
+    gate_step_factor: float = 1.5
+    seed: int = 0
+
+
+RECIPES: dict[str, Recipe] = {
+    "aloha": Recipe(),
+    "franka": Recipe(target_steps=1000, drafter_steps=400),
+    "drive": Recipe(target_steps=800, drafter_steps=300),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--robot", required=True, choices=sorted(RECIPES))
+    parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
+    parser.add_argument("--out", default=None, help="model directory to write (default: models/<robot>)")
+    parser.add_argument("--work", default=None, help="work directory for resumable states (default out/train/R)")
+    parser.add_argument("--stages", default="target,drafter,heads", help="comma-separated: target, drafter, heads")
+    parser.add_argument("--record", action="store_true",
+                        help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
+    parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
+    parser.add_argument("--force-resume", action="store_true", help="resume even if the data set changed")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1: fastest on a shared 2-core machine, measured)")
+    parser.add_argument("--target-steps", type=int, default=None, help="override the recipe's target steps")
+    parser.add_argument("--drafter-steps", type=int, default=None, help="override the recipe's drafter steps")
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=os.path.dirname(__file__)).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _log(path: str):
+    def log(msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    return log
+
+
+def build_target(recipe: Recipe) -> Any:
+    from plan_stack.planning.target import tiny_target
+
+    return tiny_target("vl", hidden=recipe.hidden, layers=recipe.layers, heads=recipe.heads,
+                       kv_heads=recipe.kv_heads, head_dim=recipe.head_dim, vision_hidden=recipe.vision_hidden,
+                       vision_depth=recipe.vision_depth, seed=recipe.seed)
+
+
+def max_step(keyframes, spec) -> float:
+    import numpy as np
+
+    return float(max(np.linalg.norm(np.diff(p, axis=0), axis=1).max() for kf in keyframes for p in kf.points))
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+
+    from plan_stack.data import evaluate as EV
+    from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
+    from plan_stack.data.samples import fit_ranges, make_sample, response_tokens
+    from plan_stack.paths import data_dirs
+    from plan_stack.planning import drafter as D
+    from plan_stack.planning import training as TR
+    from plan_stack.planning import training_target as TT
+    from plan_stack.planning.errors import PlanningError
+    from plan_stack.planning.model_dir import PlannerModel, load_planner_model, save_planner_model
+    from plan_stack.planning.target import load_target, save_target
+
+    torch.set_num_threads(args.threads)
+    robot, spec = args.robot, ROBOTS[args.robot]
+    recipe = RECIPES[robot]
+    if args.target_steps:
+        recipe = dataclasses.replace(recipe, target_steps=args.target_steps)
+    if args.drafter_steps:
+        recipe = dataclasses.replace(recipe, drafter_steps=args.drafter_steps)
+    out = Path(args.out or data_dirs("models")[0] / robot)
+    work = Path(args.work or Path("out") / "train" / robot)
+    work.mkdir(parents=True, exist_ok=True)
+    log = _log(str(work / "train.log"))
+    stages = [s for s in args.stages.split(",") if s]
+    torch.manual_seed(recipe.seed)
+
+    t0 = time.monotonic()
+    if args.record:
+        record_splits(robot, args.data, log)
+    train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
+    data_id = {"train": data_fingerprint([train_dir]), "val": data_fingerprint([val_dir])}
+    log(f"{robot}: data {data_id}")
+    train_kf = load_keyframes(train_dir, spec, recipe.image_size, progress=True)
+    val_kf = load_keyframes(val_dir, spec, recipe.image_size, progress=True)
+    ranges, workspace = fit_ranges(train_kf, spec)
+    gate_step = round(max_step(train_kf, spec) * recipe.gate_step_factor, 3)
+    blind = EV.blind_baseline(train_kf)
+    log(f"{len(train_kf)} train / {len(val_kf)} val keyframes, ranges {ranges}, gate step {gate_step} m "
+        f"(data {time.monotonic() - t0:.0f} s)")
+    kinds = (["box"] if spec.box_objects else []) + [spec.kind]
+    manifest: dict[str, Any] = {
+        "robot": robot, "cameras": list(spec.cameras), "image_size": list(recipe.image_size), "history_frames": 1,
+        "instruction": train_kf[0].instruction, "primitive_kinds": kinds, "coordinate_ranges": ranges,
+        "workspace": workspace, "gate_max_step_m": gate_step, "frame_id": spec.frame_id,
+        "response": "sub-task text + '. ' + per primitive: tool call + block; EOS",
+        "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in SPLITS[robot].items()},
+                 "train": data_id["train"], "val": data_id["val"],
+                 "samples": {"train": len(train_kf), "val": len(val_kf)},
+                 "recorded_with": f"plan-stack record-demos --robot {robot} --width 224 --height 224 --camera-rate 2"},
+        "recipe": dataclasses.asdict(recipe), "git_commit": git_commit(),
+        "pretrained_weights": "none (random init; no model hub reachable)",
+    }
+    target = build_target(recipe)
+    model = PlannerModel(out, target, None, manifest)
+    lens = [len(response_tokens(target, kf, spec, model.ranges)[0]) for kf in train_kf]
+    manifest["budget"] = max(lens) + recipe.budget_margin
+    val_sel = val_kf[::max(1, len(val_kf) // recipe.val_keyframes)][:recipe.val_keyframes]
+
+    target_dir = work / "target_final"
+    if "target" in stages:
+        items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(target, kf, spec, model.ranges)[0])
+                 for kf in train_kf]
+        cfg = TT.TargetTrainConfig(steps=recipe.target_steps, batch_size=recipe.target_batch, lr=recipe.target_lr,
+                                   eval_every=recipe.eval_every, seed=recipe.seed)
+        log(f"target: {sum(p.numel() for p in target.model.parameters()) / 1e6:.2f} M parameters, "
+            f"{cfg.steps} steps x {cfg.batch_size}; selection on {len(val_sel)} val keyframes (AR ADE)")
+
+        def select(m: Any) -> float:
+            return EV.scorer_for(m, val_sel, spec, "ar").score
+
+        res = TT.train_target(model, items, cfg, work / "target", data_id=data_id, resume=args.resume,
+                              force_resume=args.force_resume, evaluate=select, progress=True, log=log)
+        save_target(target, target_dir)
+        info = {"steps": res["steps"], "minutes": round(res["minutes"], 2), "best_step": res["best_step"],
+                "val_ar_ade_m": res["best_score"], "config": dataclasses.asdict(cfg),
+                "first_loss": res["losses"][0] if res["losses"] else None,
+                "last_loss": res["losses"][-1] if res["losses"] else None}
+        if res["losses"] or not (work / "target_info.json").is_file():  # a finished run resumed keeps its record
+            (work / "target_info.json").write_text(json.dumps(info, indent=1))
+        log(f"target done: {info}")
+    if not (target_dir / "config.json").is_file():
+        raise PlanningError(f"{target_dir}: no trained target (run the target stage first)")
+    target = load_target(target_dir)
+    model = PlannerModel(out, target, None, manifest)
+    manifest["target_training"] = json.loads((work / "target_info.json").read_text())
+
+    drafter = None
+    if "drafter" in stages or ("target" in stages and (work / "drafter" / D.CONFIG_FILE).is_file()):
+        ddir = work / "drafter"
+        if args.resume and (ddir / D.CONFIG_FILE).is_file():
+            drafter = D.load_drafter(ddir, target)
+        else:
+            drafter = D.new_drafter(target, width=recipe.drafter_width, layers=recipe.drafter_layers, heads=4,
+                                    kv_heads=2, head_dim=recipe.drafter_width // 4,
+                                    intermediate=2 * recipe.drafter_width)
+    if "drafter" in stages:
+        samples = [make_sample(model, kf, spec) for kf in train_kf]
+        dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
+                              max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=50, seed=recipe.seed)
+        t1 = time.monotonic()
+        log(f"drafter: {D.num_params(drafter) / 1e6:.2f} M parameters, {dcfg.steps} steps x {dcfg.batch_size}")
+        losses = TR.train(drafter, target, samples, dcfg, out_dir=work / "drafter", resume=args.resume,
+                          progress=True, data_id=data_id, force_resume=args.force_resume)
+        minutes = (time.monotonic() - t1) / 60
+        if losses or not (work / "drafter_info.json").is_file():
+            (work / "drafter_info.json").write_text(json.dumps({
+                "steps": dcfg.steps, "minutes_this_run": round(minutes, 2), "config": dataclasses.asdict(dcfg),
+                "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None},
+                indent=1))
+        log(f"drafter done in {minutes:.1f} min: loss {losses[:1]} -> {losses[-1:]}")
+    if (work / "drafter_info.json").is_file():
+        manifest["drafter_training"] = json.loads((work / "drafter_info.json").read_text())
+
+    if "target" in stages or "drafter" in stages:
+        model = PlannerModel(out, target, drafter, manifest)
+        rows = EV.evaluate(model, val_sel, spec, ["ar", "vflash"] if drafter is not None else ["ar"], blind=blind)
+        manifest["metrics_at_save"] = {"split": "val", "keyframes": len(val_sel),
+                                       "rows": [{k: r[k] for k in ("decoder", "ade_3d_m", "fde_3d_m", "sr_5cm",
+                                                                   "subtask_match", "outliers", "speedup_vs_ar")}
+                                                for r in rows]}
+        log("\n" + EV.format_table(rows))
+        save_planner_model(out, target, drafter, manifest)
+        (out / "blind_baseline.json").write_text(json.dumps(blind) + "\n")
+        load_planner_model(out)  # what was written must load
+        log(f"wrote {out} ({time.monotonic() - t0:.0f} s)")
+    if "heads" in stages:
+        if spec.robot == "drive":
+            log("heads: the driving stack has no action head; skipped")
+        else:
+            code = train_heads(args, recipe, spec, PlannerModel(out, target, None, manifest), out, work, train_dir,
+                               val_dir, data_id, log)
+            if code:
+                return code
+    return 0
+
+
+def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_dir: str, val_dir: str,
+                data_id: dict, log) -> int:
+    """Plain and RTC flow-matching heads conditioned on the frozen target's plan features (written to
+    out/action_head/; needs only the trained target, so it can run beside the drafter stage)."""
+    import shutil
+
+    import torch
+
+    from plan_stack.actions.head import HeadConfig
+    from plan_stack.actions.train import TrainConfig as HeadTrainConfig
+    from plan_stack.actions.train import train as train_head
+    from plan_stack.actions.train_features import planner_feature_episodes
+
+    cache = work / "head_features.pt"
+    key = {"data": data_id, "target": hashlib_of(work / "target_final" / "model.safetensors")}
+    if cache.is_file() and torch.load(cache, weights_only=False)["key"] == key:
+        eps = torch.load(cache, weights_only=False)
+        train_eps, eval_eps = eps["train"], eps["val"]
+    else:
+        t0 = time.monotonic()
+        train_eps = planner_feature_episodes(model, train_dir, spec, progress=True, limit=recipe.head_episodes)
+        eval_eps = planner_feature_episodes(model, val_dir, spec, progress=True)
+        torch.save({"key": key, "train": train_eps, "val": eval_eps}, cache)
+        log(f"plan features of {len(train_eps)} + {len(eval_eps)} episodes in {time.monotonic() - t0:.0f} s")
+    e = train_eps[0]
+    head_cfg = HeadConfig(action_dim=e.actions.shape[1], state_dim=e.states.shape[1], cond_width=e.cond.shape[2],
+                          dt_s=e.dt_s, horizon=50, width=64, layers=2, heads=4, mlp_ratio=2, num_steps=10)
+    for variant, delay in (("plain", 0), ("rtc", recipe.head_rtc_max_delay)):
+        cfg = HeadTrainConfig(steps=recipe.head_steps, batch_size=recipe.head_batch, lr=recipe.head_lr,
+                              rtc_max_delay=delay, eval_every=500, checkpoint_every=250, seed=recipe.seed)
+        hdir = work / f"head_{variant}"
+        t0 = time.monotonic()
+        res = train_head(head_cfg, cfg, train_eps, eval_eps, str(hdir), resume=args.resume, log=log,
+                         meta={"data": {"source": "planner plan features", **data_id, "target": key["target"]}},
+                         force_resume=args.force_resume)
+        dest = out / "action_head" / variant
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "model.safetensors"):
+            shutil.copy2(hdir / name, dest / name)
+        log(f"head {variant}: step {res.step}, loss {res.train_loss:.4f}, eval {res.eval}, "
+            f"{(time.monotonic() - t0) / 60:.1f} min -> {dest}")
+    return 0
+
+
+def record_splits(robot: str, data: str, log) -> None:
+    """Record every split of `SPLITS[robot]` that `data` lacks (episode seeds fixed, so reproducible)."""
+    from plan_stack.cli import main as cli_main
+
+    for split, (seed, episodes) in SPLITS[robot].items():
+        dest = os.path.join(data, split)
+        if os.path.isdir(dest) and os.listdir(dest):
+            continue
+        log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
+        code = cli_main(["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
+                         "--episodes", str(episodes), "--seed", str(seed), "--out", dest])
+        if code:
+            raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
+
+
+def hashlib_of(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def main() -> int:  # pragma: no cover - `python -m plan_stack.planning.training_cli`
+    parser = argparse.ArgumentParser(prog="plan-stack train")
+    add_arguments(parser)
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Autoregressive training of the target VLM on annotated responses (vision tower included).
+
+No pretrained weights are reachable on the machines this project targets, so
+the target (a small Qwen3-VL built from a config) learns everything here:
+next-token cross-entropy on the response tokens only (prompt positions and
+padding are ignored), AdamW with a short warm-up and cosine decay, light
+photometric augmentation (brightness, contrast, per-channel gain, pixel
+noise) applied to the images before `PlannerModel.encode`, so the image
+processor and prompt layout stay exactly the planner's.
+
+Checkpoints every `checkpoint_every` steps hold the weights, optimiser,
+step, RNG states and the data fingerprint; `resume=True` continues from them
+and refuses a different data set unless `force_resume=True` (a resume onto
+other episodes silently trains a different model). Model selection is by a
+caller-supplied `evaluate(model) -> score` (lower is better), run every
+`eval_every` steps: the planner's accuracy after real (AR) decoding, not the
+teacher-forced loss, which hides single-token errors of metres.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from plan_stack.config import param, validate
+from plan_stack.planning.errors import PlanningError
+
+__all__ = ["TargetTrainConfig", "TrainItem", "collate", "augment", "train_target", "check_resume",
+           "STATE_FILE", "BEST_DIR"]
+
+STATE_FILE = "target_state.pt"
+BEST_DIR = "best"
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetTrainConfig:
+    steps: int = param("optimiser steps", 2000, min=1)
+    batch_size: int = param("samples per step", 16, min=1)
+    lr: float = param("peak learning rate", 1e-3, min=0.0)
+    beta2: float = param("AdamW beta2", 0.98, min=0.0, max=1.0)
+    weight_decay: float = param("AdamW weight decay", 0.01, min=0.0)
+    warmup_frac: float = param("warm-up fraction of the steps", 0.03, min=0.0, max=1.0)
+    grad_clip: float = param("gradient norm clip (0: none)", 1.0, min=0.0)
+    augment: bool = param("photometric augmentation of the images", True)
+    checkpoint_every: int = param("steps between resumable checkpoints (0: only at the end)", 100, min=0)
+    eval_every: int = param("steps between model-selection evaluations (0: only at the end)", 400, min=0)
+    seed: int = param("random seed", 0)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclasses.dataclass
+class TrainItem:
+    """One training keyframe: images per camera, instruction, response ids (fixed at data time)."""
+
+    images: list[np.ndarray]
+    instruction: str
+    response: list[int]
+
+
+def augment(images: Sequence[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    """Light photometric jitter (geometry untouched: the labels are pixel- and metre-exact)."""
+    out = []
+    for im in images:
+        x = im.astype(np.float32)
+        gain = rng.uniform(0.85, 1.15) * rng.uniform(0.93, 1.07, size=3)
+        mean = x.mean()
+        x = (x - mean) * rng.uniform(0.85, 1.15) + mean
+        x = x * gain + rng.uniform(-12, 12) + rng.normal(0, 3.0, size=x.shape)
+        out.append(np.clip(x, 0, 255).astype(np.uint8))
+    return out
+
+
+def collate(model: Any, items: Sequence[TrainItem], rng: np.random.Generator | None = None) -> dict[str, torch.Tensor]:
+    """HF forward inputs of a batch: prompts from `model.encode`, responses appended, right padding.
+
+    `labels` are -100 on the prompt and the padding, so only response tokens are learnt.
+    """
+    tok = model.target.tokenizer
+    seqs, labels, pix, grids = [], [], [], []
+    for it in items:
+        images = augment(it.images, rng) if rng is not None else it.images
+        prompt = model.encode(it.instruction, [images] if images else [])
+        ids = torch.cat([prompt.input_ids.view(-1), torch.tensor(it.response, dtype=torch.long)])
+        lab = ids.clone()
+        lab[:prompt.input_ids.numel()] = -100
+        seqs.append(ids)
+        labels.append(lab)
+        if prompt.pixel_values is not None:
+            pix.append(prompt.pixel_values)
+            grids.append(prompt.image_grid_thw)
+    n = max(s.numel() for s in seqs)
+    pad = tok.pad_token_id
+    input_ids = torch.full((len(seqs), n), pad, dtype=torch.long)
+    label_t = torch.full((len(seqs), n), -100, dtype=torch.long)
+    attn = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, (s, lab) in enumerate(zip(seqs, labels)):
+        input_ids[i, :s.numel()] = s
+        label_t[i, :s.numel()] = lab
+        attn[i, :s.numel()] = 1
+    batch = {"input_ids": input_ids, "attention_mask": attn, "labels": label_t}
+    if pix:
+        cfg = model.target.model.config
+        batch["pixel_values"] = torch.cat(pix).to(model.target.dtype)
+        batch["image_grid_thw"] = torch.cat(grids)
+        batch["mm_token_type_ids"] = (input_ids == cfg.image_token_id).int()
+    return batch
+
+
+def _lr_at(step: int, cfg: TargetTrainConfig) -> float:
+    warm = max(1, int(cfg.warmup_frac * cfg.steps))
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    progress = (step - warm) / max(1, cfg.steps - warm)
+    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def check_resume(saved: dict | None, current: dict | None, force: bool, what: str = "checkpoint") -> None:
+    """Refuse to resume onto another data set (PlanningError naming both) unless `force`."""
+    if force or saved == current:
+        return
+    raise PlanningError(f"{what} was trained on data {saved} but the data now is {current}; "
+                        "resume with the same episodes, start a new output directory, or force the resume")
+
+
+def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig, out_dir: str | os.PathLike,
+                 *, data_id: dict | None = None, resume: bool = False, force_resume: bool = False,
+                 evaluate: Callable[[Any], float] | None = None, progress: bool = False,
+                 log: Callable[[str], None] = print) -> dict:
+    """Train `model.target.model` in place; returns {losses, best_score, best_step, minutes, steps}.
+
+    With `evaluate`, the best-scoring weights are saved under `out_dir/best`
+    (`save_target` format) and loaded back into the model at the end.
+    """
+    from plan_stack.planning.target import load_target, save_target
+
+    if not items:
+        raise PlanningError("no training samples")
+    os.makedirs(out_dir, exist_ok=True)
+    net = model.target.model
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    nrng = np.random.default_rng(cfg.seed)
+    decay = [p for n, p in net.named_parameters() if p.ndim >= 2 and "norm" not in n]
+    no_decay = [p for n, p in net.named_parameters() if not (p.ndim >= 2 and "norm" not in n)]
+    for p in net.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, cfg.beta2))
+    state_path = os.path.join(out_dir, STATE_FILE)
+    step0, best, best_step, elapsed0 = 0, math.inf, -1, 0.0
+    order: list[int] = []
+    if resume and os.path.isfile(state_path):
+        state = torch.load(state_path, weights_only=False)
+        check_resume(state.get("data_id"), data_id, force_resume, f"{state_path}")
+        net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        step0, best, best_step = int(state["step"]), float(state["best"]), int(state["best_step"])
+        rng.setstate(state["rng"])
+        nrng.bit_generator.state = state["nrng"]
+        torch.set_rng_state(state["torch_rng"])
+        order, elapsed0 = list(state["order"]), float(state.get("minutes", 0.0)) * 60
+        log(f"resumed at step {step0} (best {best:.4f} at step {best_step})")
+    losses: list[float] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=step0, desc="train-target", unit="step", mininterval=5.0)
+    t_start = time.monotonic()
+
+    def save_state(done: int) -> None:
+        tmp = state_path + ".tmp"
+        torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": done, "best": best,
+                    "best_step": best_step, "rng": rng.getstate(), "nrng": nrng.bit_generator.state,
+                    "torch_rng": torch.get_rng_state(), "order": order, "data_id": data_id,
+                    "minutes": (elapsed0 + time.monotonic() - t_start) / 60}, tmp)
+        os.replace(tmp, state_path)
+
+    def run_eval(done: int) -> None:
+        nonlocal best, best_step
+        if evaluate is None:
+            return
+        net.eval()
+        score = float(evaluate(model))
+        net.train()
+        mark = ""
+        if score < best:
+            best, best_step, mark = score, done, " (best)"
+            save_target(model.target, os.path.join(out_dir, BEST_DIR))
+        log(f"step {done}: selection score {score:.4f}{mark}")
+
+    net.train()
+    for step in range(step0, cfg.steps):
+        if len(order) < cfg.batch_size:
+            fresh = list(range(len(items)))
+            rng.shuffle(fresh)
+            order += fresh
+        idx, order = order[:cfg.batch_size], order[cfg.batch_size:]
+        for group in opt.param_groups:
+            group["lr"] = _lr_at(step, cfg)
+        batch = collate(model, [items[i] for i in idx], nrng if cfg.augment else None)
+        out = net(**batch)
+        loss = out.loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+        opt.step()
+        losses.append(float(loss.detach()))
+        done = step + 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        if cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps:
+            run_eval(done)
+        if done == cfg.steps:
+            run_eval(done)
+        if done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
+            save_state(done)
+    if bar is not None:
+        bar.close()
+    net.eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    best_dir = os.path.join(out_dir, BEST_DIR)
+    if evaluate is not None and os.path.isdir(best_dir):
+        net.load_state_dict(load_target(best_dir).model.state_dict())
+    minutes = (elapsed0 + time.monotonic() - t_start) / 60
+    return {"losses": losses, "best_score": best, "best_step": best_step, "minutes": minutes, "steps": cfg.steps}

@@ -1,0 +1,34 @@
+"""Plan features for the action heads are exactly what the decoder publishes for the same plan."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def test_teacher_forced_features_equal_the_decoders_plan_features():
+    from plan_stack.actions.train_features import keyframe_features
+    from plan_stack.data.episodes import ROBOTS, Keyframe
+    from plan_stack.data.samples import make_sample
+    from plan_stack.planning.model_dir import PlannerModel
+    from plan_stack.planning.target import tiny_target
+
+    target = tiny_target("vl", layers=2, seed=4)
+    model = PlannerModel("unsaved", target, None, {
+        "cameras": ["cam_high"], "image_size": [32, 32], "budget": 200,
+        "coordinate_ranges": {"robot": {"x": [-0.5, 0.5], "y": [-0.2, 0.3], "z": [0.3, 0.9]}}})
+    pts = np.stack([np.linspace(-0.2, 0.2, 10), np.full(10, 0.1), np.linspace(0.5, 0.7, 10)], 1)
+    img = (np.random.default_rng(0).random((32, 32, 3)) * 255).astype(np.uint8)
+    kf = Keyframe("e", 0, 0, 0.0, "do it", "reach", [img], [pts, pts + 0.02], [np.full((10, 2), np.nan)] * 2, {},
+                  (32, 32))
+    spec = ROBOTS["aloha"]
+    feats = keyframe_features(model, kf, spec)
+    sample = make_sample(model, kf, spec)
+    assert feats.shape == (sample.spans[0][1].block_size, target.hidden_size)
+    # the decoder given the same response as supplied output publishes the same features
+    res = model.decoder().generate(sample.prompt, decoder="ar", response_prefix=sample.response, budget=200)
+    assert len(res.primitives) == 2
+    torch.testing.assert_close(res.features, torch.from_numpy(feats), rtol=1e-4, atol=1e-4)
