@@ -263,3 +263,26 @@ def test_robot_configs_give_the_planner_valid_parameters(robot, camera):
     node_cfg = from_mapping(PlannerNodeConfig, {k: v for k, v in params.items() if k in node_keys})
     runtime_cfg = from_mapping(RuntimeConfig, {k: v for k, v in params.items() if k not in node_keys})
     assert node_cfg.model_dir == robot and runtime_cfg.cameras == (camera,) and runtime_cfg.decoder == "vflash"
+
+
+def test_backend_onnx_plans_over_dds_and_cuda_without_a_gpu_is_refused(tmp_path):
+    import torch
+
+    model_dir = str(make_model_dir(tmp_path / "m", budget=40, manifest={"primitive_kinds": ["robot_3d"],
+                                                                         "waypoints": 2}))
+    with ros_context() as ctx:
+        rig = _Rig(ctx)
+        node = PlannerNode(context=ctx, parameter_overrides=_params(model_dir, response_prefix=PREFIX,
+                                                                    backend="onnx"))
+        with executor_with(ctx, node, rig.node) as ex:
+            _spin(ex)
+            assert wait_for(lambda: rig.obs.get_subscription_count())
+            rig.obs.publish(rig.observation())
+            assert wait_for(lambda: rig.plans and rig.features)
+            assert [p.kind for p in rig.plans[0].primitives] == ["robot_3d"]
+            assert node.engines.counters()["draft_engine_calls"] >= 1
+            assert wait_for(lambda: any(kv.key == "backend" and kv.value == "onnx" for s in list(rig.diag)
+                                        for kv in s.values))
+        if not torch.cuda.is_available():
+            with pytest.raises(ParameterError, match="sees no GPU"):
+                PlannerNode(context=ctx, parameter_overrides=_params(model_dir, device="cuda"))
