@@ -228,7 +228,8 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
     report["latency_ms"] = _latencies(msgs, counters.get("published_sets_wall", {}))
     report["not_computed"] = missing
     if pictures_dir is not None:
-        report["pictures"] = _pictures(bag, outputs, report, Path(pictures_dir), msgs)
+        published = counters.get("published_sets_wall", {})
+        report["pictures"] = _pictures(bag, outputs, published, Path(pictures_dir), msgs)
     return report
 
 
@@ -258,18 +259,14 @@ def _trajectory(m) -> M.Trajectory:
     return M.Trajectory(_stamp(m), times, arr("positions"), arr("velocities"), arr("accelerations"))
 
 
-def _latencies(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict[str, Any]:
-    """Per stage: wall time from publishing a camera set to receiving the output stamped with it."""
+def _latency_values(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict[str, list[float]]:
+    """Per stage: wall time (ms) from publishing a camera set to receiving the output stamped with it;
+    end to end: to the first trajectory received after the chunk."""
     sets = {round(float(k), 3): v for k, v in published.items()}
-    out: dict[str, Any] = {}
+    out: dict[str, list[float]] = {}
     for stage, topic in STAGES:
-        vals = []
-        for t_rx, m in msgs.get(topic, []):
-            t_pub = sets.get(round(_stamp(m), 3))
-            if t_pub is not None:
-                vals.append((t_rx - t_pub) * 1e3)
-        out[stage] = M.summarize(vals)
-    # end to end: each chunk's first trajectory received after it
+        out[stage] = [(t_rx - sets[round(_stamp(m), 3)]) * 1e3 for t_rx, m in msgs.get(topic, [])
+                      if round(_stamp(m), 3) in sets]
     traj_rx = sorted(t for t, _ in msgs.get("/trajectory", []))
     e2e = []
     for t_rx, m in msgs.get("/action_chunk", []):
@@ -277,13 +274,17 @@ def _latencies(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict
         later = [t for t in traj_rx if t >= t_rx]
         if t_pub is not None and later:
             e2e.append((later[0] - t_pub) * 1e3)
-    out["end_to_end"] = M.summarize(e2e)
+    out["end_to_end"] = e2e
     return out
+
+
+def _latencies(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict[str, Any]:
+    return {stage: M.summarize(v) for stage, v in _latency_values(msgs, published).items()}
 
 
 # --- pictures ------------------------------------------------------------------------------------
 
-def _pictures(bag, outputs, report: Mapping[str, Any], out: Path, msgs) -> dict[str, list[str]]:
+def _pictures(bag, outputs, published: Mapping[str, float], out: Path, msgs) -> dict[str, list[str]]:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -302,15 +303,16 @@ def _pictures(bag, outputs, report: Mapping[str, Any], out: Path, msgs) -> dict[
         pics["skipped"] = list(result.skipped)
     except VizError as exc:  # a picture that cannot be drawn must not lose the metrics
         pics["errors"] = [f"plans: {exc}"]
-    lat = report.get("latency_ms", {})
-    fig, ax = plt.subplots(figsize=(6, 3))
-    for stage, _ in STAGES:
-        if lat.get(stage, {}).get("count"):
-            ax.bar(stage, lat[stage]["p50"], label=f"{stage} p50")
-            ax.errorbar(stage, lat[stage]["p50"], yerr=[[0], [lat[stage]["p95"] - lat[stage]["p50"]]], color="k",
-                        capsize=4)
-    ax.set_ylabel("ms from camera set (p50, bar to p95)")
+    values = _latency_values(msgs, published)
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for stage, v in values.items():
+        if v:
+            ax.hist(v, bins=20, alpha=0.5, label=f"{stage} (n={len(v)})")
+    ax.set_xlabel("ms from camera set")
+    ax.set_ylabel("count")
     ax.set_title("latency by stage")
+    if any(values.values()):
+        ax.legend(fontsize=7)
     pics["plots"].append(_save(fig, out / "latency.png"))
     chunks = [m for _, m in msgs.get("/action_chunk", [])]
     if len(chunks) >= 2:
