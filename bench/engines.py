@@ -135,9 +135,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         # flow step
-        head_dir = args.head or next((str(find_data("models", c)) for c in ("aloha/action_head/rtc",
-                                                                             "action_head_aloha/rtc")
-                                      if _exists("models", c)), "")
+        head_dir = args.head or str(find_data("models", "aloha/action_head/rtc"))
         head, _ = load_checkpoint(head_dir)
         names, fargs = E.flow_step_inputs(head, tokens=16)
         models = {"flow_step": E.export_flow_step(head, out)}
@@ -170,16 +168,6 @@ def main(argv=None) -> int:
           f"{drafter.config.layers}x{drafter.config.width}, context {args.context}", file=sys.stderr)
     report(rows, COLUMNS, args.json)
     return 0
-
-
-def _exists(folder: str, name: str) -> bool:
-    from plan_stack.paths import find_data
-
-    try:
-        find_data(folder, name)
-        return True
-    except FileNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def test_stalled_planner_stops_chunks_and_trajectories_instead_of_extrapolating(
 
     with ros_context() as ctx:
         chunker = ChunkerNode(context=ctx, parameter_overrides=[
-            Parameter("checkpoint", value="action_head_aloha/rtc"), Parameter("joint_names", value=JOINTS),
+            Parameter("checkpoint", value="aloha/action_head/rtc"), Parameter("joint_names", value=JOINTS),
             Parameter("method", value="training_time"), Parameter("max_plan_age_s", value=MAX_PLAN_AGE_S),
             Parameter("torch_threads", value=1)])
         stitcher = StitcherNode(context=ctx, parameter_overrides=[

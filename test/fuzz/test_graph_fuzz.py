@@ -420,7 +420,7 @@ def _chunker_start(ctx):
     from plan_stack.actions.node import ChunkerNode
 
     return [ChunkerNode(context=ctx, parameter_overrides=[
-        Parameter("checkpoint", value="action_head_aloha/rtc"), Parameter("joint_names", value=list(ALOHA_JOINTS)),
+        Parameter("checkpoint", value="aloha/action_head/rtc"), Parameter("joint_names", value=list(ALOHA_JOINTS)),
         Parameter("method", value="training_time"), Parameter("torch_threads", value=1)])]
 
 
