@@ -166,8 +166,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=10,
                    help="each case's calls are split into this many rounds, interleaved with the other cases")
-    p.add_argument("--suite", choices=["easy", "binding", "all"], default="all",
+    p.add_argument("--suite", choices=["easy", "binding", "dds", "all"], default="all",
                    help="easy: the sinusoid table above; binding: workloads where bounds bind (stitch_binding.py)")
+    p.add_argument("--dds-chunks", type=int, default=100, help="chunks sent over DDS (suite dds)")
     p.add_argument("--workloads", nargs="+", default=list(stitch_binding.WORKLOADS),
                    choices=list(stitch_binding.WORKLOADS))
     p.add_argument("--binding-backends", nargs="+", default=list(stitch_binding.BACKENDS),
@@ -176,6 +177,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     ok = True
     all_rows: list[dict] = []
+    if args.suite in ("dds", "all"):
+        rows = stitch_binding.run_dds(n_chunks=args.dds_chunks, seed=args.seed)
+        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:]})
+        all_rows += rows
+        ok = all(r["received"] == r["chunks"] for r in rows)
+        if args.suite == "dds":
+            if args.json:
+                write_json(all_rows, args.json)
+            return 0 if ok else 1
+        print()
     if args.suite in ("binding", "all"):
         rows = stitch_binding.run_binding(args.workloads, args.binding_backends, args.dof, args.horizon, args.reps,
                                           args.warmup, args.seed)

@@ -313,3 +313,116 @@ def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> l
         base = ref.get((r["workload"], r["dof"], family), float("nan"))
         r["x_reference"] = base / r["median_ms"]
     return rows
+
+
+DDS_COLUMNS = ["suite", "workload", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "solve_p50_ms",
+               "convert_p50_ms", "convert_share"]
+
+
+def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[dict]:
+    """Chunk -> trajectory latency of the `stitcher` node over DDS (config/aloha.yaml's stitcher
+    parameters): a publisher node sends rough 14-DoF chunks, a subscriber node receives the
+    JointTrajectory; each node spins on its own executor in its own thread (as `plan-stack up`).
+    Latency = publish call -> receipt. Conversion = ActionChunk -> Chunk and Trajectory ->
+    JointTrajectory, timed on the same messages; its share is of the median latency."""
+    import threading
+
+    import rclpy
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectory
+
+    from plan_stack.msg import ActionChunk
+    from plan_stack.robot_config import load_robot_config
+    from plan_stack.ros import conventions
+    from plan_stack.ros.testing import ros_context
+    from plan_stack.trajectory.node import StitcherNode, trajectory_to_msg
+
+    spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
+    params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}
+    names = tuple(params["joint_names"])
+    discrete = np.array([n in params["discrete_joints"] for n in names])
+    src = ChunkSource("rough", len(names), 50, seed, dict(ALOHA_ARM), discrete)
+    sent: list[float] = []
+    got: list[float] = []
+    conv_in: list[float] = []
+    conv_out: list[float] = []
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        peer = rclpy.create_node("dds_bench_peer", context=ctx)
+        pub = peer.create_publisher(ActionChunk, "action_chunk", conventions.RELIABLE_QOS)
+        js = peer.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        peer.create_subscription(JointTrajectory, "trajectory", lambda m: got.append(time.perf_counter()),
+                                 conventions.RELIABLE_QOS)
+        solve_ms: list[float] = []
+        orig = node.stitcher.process
+
+        def timed(*a, **k):
+            r = orig(*a, **k)
+            solve_ms.append(r.solve_ms)
+            if r.trajectory is not None:
+                t0 = time.perf_counter()
+                trajectory_to_msg(r.trajectory, node._epoch_ns)
+                conv_out.append((time.perf_counter() - t0) * 1e3)
+            return r
+
+        node.stitcher.process = timed
+        executors, threads = [], []
+
+        def spin(ex):
+            try:
+                ex.spin()
+            except Exception:  # shutdown while spinning
+                pass
+
+        for n in (node, peer):
+            ex = conventions.executor_for(n)
+            ex.add_node(n)
+            executors.append(ex)
+            threads.append(threading.Thread(target=spin, args=(ex,), daemon=True))
+            threads[-1].start()
+        deadline = time.time() + 20
+        while (pub.get_subscription_count() == 0 or peer.count_publishers("trajectory") == 0) and \
+                time.time() < deadline:
+            time.sleep(0.05)
+        chunk, _, measured = src.next()
+        q0 = measured[0]
+        for _ in range(20):
+            js.publish(JointState(name=list(names), position=q0.tolist(), velocity=[0.0] * len(names)))
+            time.sleep(0.01)
+        for i in range(n_chunks):
+            chunk, _, measured = src.next()
+            node.stitcher.reset()  # every chunk from the measured state: a fresh rough solve each time
+            msg = ActionChunk()
+            stamp = node.get_clock().now().nanoseconds
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+            msg.joint_names = list(names)
+            msg.dt = DT
+            msg.horizon = 50
+            msg.positions = (chunk.positions - chunk.positions[0] + q0).ravel().tolist()
+            c0 = time.perf_counter()
+            Chunk.from_flat(0.0, msg.joint_names, msg.dt, msg.horizon, msg.positions)
+            conv_in.append((time.perf_counter() - c0) * 1e3)
+            t0 = time.perf_counter()
+            pub.publish(msg)
+            sent.append(t0)
+            deadline = time.time() + 2.0
+            while len(got) <= i and time.time() < deadline:
+                time.sleep(0.0005)
+            time.sleep(max(0.0, 1.0 / rate_hz - (time.perf_counter() - t0)))
+        for n, ex in zip((node, peer), executors):
+            ex.remove_node(n)
+            ex.shutdown(timeout_sec=1.0)
+        for t in threads:
+            t.join(timeout=2.0)
+        peer.destroy_node()
+        node.close()
+        node.destroy_node()
+    lat = np.array([g - s for s, g in zip(sent, got)]) * 1e3
+    convert_p50 = float(np.median(conv_in) + np.median(conv_out)) if conv_out else float("nan")
+    p50 = float(np.percentile(lat, 50)) if len(lat) else float("nan")
+    pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: float("nan"))
+    return [{"suite": "dds", "workload": "rough", "dof": len(names), "chunks": n_chunks, "received": len(lat),
+             "p50_ms": p50, "p95_ms": pct(95), "p99_ms": pct(99),
+             "solve_p50_ms": float(np.median(solve_ms)) if solve_ms else float("nan"),
+             "convert_p50_ms": convert_p50, "convert_share": convert_p50 / p50 if p50 else float("nan")}]

@@ -26,6 +26,8 @@ CASES = {
                         "mpc", "ruckig", "ref-osqp", "ref-ruckig"],
                        {"workload", "backend", "dof", "median_ms", "p90_ms", "constrained_frac", "violations",
                         "failed", "x_reference"}),
+    "stitch:dds": (["--suite", "dds", "--dds-chunks", "5"],
+                   {"suite", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "convert_share"}),
     "graph": (["--parts", "idle", "--executors", "per_node", "--idle-nodes", "stitcher", "--idle-window", "1",
                "--startup", "3"], {"part", "executor", "node", "cpu_percent", "x_cpu", "load1"}),
     "sim": (["--seconds", "0.05"], {"sim", "cameras", "width", "height", "steps_per_s", "sets_per_s"}),
