@@ -133,10 +133,10 @@ def test_replacement_mid_motion_has_no_position_jump(graph):
     a[WAIST] += 0.6
     b = start.copy()
     b[WAIST] -= 0.3
-    # The first motion lasts long enough (4 s of sim time) that the replacement, sent 1 s in, always
+    # The first motion lasts long enough (4 s of sim time) that the replacement, sent 1.5 s in, always
     # arrives while it is still running, however slowly a loaded machine answers the action call.
     first = send(ex, probe, rest_goal(a, 4.0))
-    t_switch = probe.now() + 1.0
+    t_switch = probe.now() + 1.5
     assert spin_until(ex, lambda: probe.now() >= t_switch, 60.0)
     n_before = len(probe.states)
     q_at_switch = probe.q[WAIST]
