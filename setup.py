@@ -28,7 +28,7 @@ setup(
     install_requires=["numpy>=1.26", "PyYAML>=6"],
     extras_require={
         "test": ["pytest", "hypothesis"],
-        "trajectory": ["osqp>=1.0", "ruckig>=0.12", "scipy"],
+        "trajectory": ["daqp>=0.11", "osqp>=1.0", "ruckig>=0.12", "scipy"],
         "models": ["torch", "transformers>=4.57", "safetensors", "tokenizers"],
         "engines": ["onnx>=1.17", "onnxruntime>=1.20"],
         "sim": ["mujoco>=3.2", "gym-aloha", "rosbags", "opencv-python-headless<5"],

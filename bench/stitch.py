@@ -36,7 +36,8 @@ import numpy as np
 
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
-from report import add_json_option, report  # bench/report.py: shared table + JSON output
+import stitch_binding  # bench/stitch_binding.py: workloads where bounds bind, the reference design rebuilt
+from report import add_json_option, report, write_json  # bench/report.py: shared table + JSON output
 
 COLUMNS = ["backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "min_ms", "rms_error", "max_v_ratio",
            "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "violations", "fallbacks",
@@ -78,7 +79,7 @@ class Case:
         self.stitching = mode == "tracking+stitching"
         per_sample = backend == "ruckig-per-sample"  # the public design: one update per waypoint
         cfg = StitcherConfig(joint_names=self.names, backend="ruckig" if backend.startswith("ruckig") else "mpc",
-                             qp_solver="osqp" if backend == "mpc-osqp" else "active_set",
+                             qp_solver={"mpc-osqp": "osqp", "mpc-active-set": "active_set"}.get(backend, "daqp"),
                              mode="settle" if mode == "settle" else "tracking", dt=dt, v_max=5.0, a_max=20.0,
                              j_max=20.0, **(dict(ruckig_stride=1, ruckig_lookahead=1) if per_sample else {}))
         self.st = Stitcher(cfg)
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     p.add_argument("--dof", type=int, nargs="+", default=[12, 14])
     p.add_argument("--horizon", type=int, default=50)
     p.add_argument("--backends", nargs="+", default=["mpc", "mpc-osqp", "ruckig", "ruckig-per-sample"],
-                   choices=["mpc", "mpc-osqp", "ruckig", "ruckig-per-sample"],
+                   choices=["mpc", "mpc-active-set", "mpc-osqp", "ruckig", "ruckig-per-sample"],
                    help="mpc: closed form + exact active set where bounds bind; mpc-osqp: OSQP there instead "
                         "(finished by the active-set method); ruckig: jerk-limited chaser; ruckig-per-sample: "
                         "one Ruckig update per sample (the public reference's design, for the x_per_sample ratio)")
@@ -165,8 +166,43 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=10,
                    help="each case's calls are split into this many rounds, interleaved with the other cases")
+    p.add_argument("--suite", choices=["easy", "binding", "dds", "all"], default="all",
+                   help="easy: the sinusoid table above; binding: workloads where bounds bind (stitch_binding.py)")
+    p.add_argument("--dds-chunks", type=int, default=100, help="chunks sent over DDS (suite dds)")
+    p.add_argument("--workloads", nargs="+", default=list(stitch_binding.WORKLOADS),
+                   choices=list(stitch_binding.WORKLOADS))
+    p.add_argument("--binding-backends", nargs="+", default=list(stitch_binding.BACKENDS),
+                   choices=list(stitch_binding.BACKENDS))
     add_json_option(p)
     args = p.parse_args(argv)
+    ok = True
+    all_rows: list[dict] = []
+    if args.suite in ("dds", "all"):
+        rows = stitch_binding.run_dds(n_chunks=args.dds_chunks, seed=args.seed)
+        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:]})
+        all_rows += rows
+        ok = all(r["received"] == r["chunks"] for r in rows)
+        if args.suite == "dds":
+            if args.json:
+                write_json(all_rows, args.json)
+            return 0 if ok else 1
+        print()
+    if args.suite in ("binding", "all"):
+        rows = stitch_binding.run_binding(args.workloads, args.binding_backends, args.dof, args.horizon, args.reps,
+                                          args.warmup, args.seed)
+        fmt = {k: ".3f" for k in ("median_ms", "p90_ms", "p99_ms", "min_ms", "max_v_ratio", "max_a_ratio",
+                                  "max_j_ratio", "constrained_frac")}
+        fmt.update({"rms_error": ".4f", "x_reference": ".2f"})
+        for r in rows:
+            r["suite"] = "binding"
+        report(rows, stitch_binding.COLUMNS, "", fmt)
+        ok = all(r["violations"] == 0 and r["failed"] == 0 for r in rows if not r["backend"].startswith("ref-"))
+        all_rows += rows
+        if args.suite == "binding":
+            if args.json:
+                write_json(all_rows, args.json)
+            return 0 if ok else 1
+        print()
     specs = [(backend, mode, dof) for dof in args.dof for backend in args.backends for mode in args.modes]
     rows = run_cases(specs, args.horizon, args.reps, args.warmup, args.seed, args.rounds)
     baseline = {(r["mode"], r["dof"]): r["median_ms"] for r in rows if r["backend"] == "ruckig-per-sample"}
@@ -176,8 +212,12 @@ def main(argv=None) -> int:
                               "constrained_frac")}
     fmt["x_per_sample"] = ".2f"
     fmt.update({"rms_error": ".4f", "seam_jump_pos": ".1e", "seam_jump_vel": ".1e", "seam_jump_acc": ".1e"})
-    report(rows, COLUMNS[:-1], args.json, fmt)
-    return 0 if all(r["violations"] == 0 for r in rows) else 1
+    for r in rows:
+        r["suite"] = "easy"
+    report(rows, COLUMNS[:-1], "", fmt)
+    if args.json:
+        write_json(all_rows + rows, args.json)
+    return 0 if ok and all(r["violations"] == 0 for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -19,11 +19,19 @@ CASES = {
              "--execution-steps", "8", "--delays", "0,4", "--max-episodes", "1", "--head", "plain",
              "--rtc-head", "rtc", "--stitcher"],
             {"method", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms"}),
-    "stitch": (["--reps", "5", "--warmup", "1", "--dof", "12"],
+    "stitch": (["--suite", "easy", "--reps", "5", "--warmup", "1", "--dof", "12"],
                {"backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "rms_error", "max_v_ratio",
                 "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "x_per_sample"}),
     "engines": (["--reps", "2", "--context", "16", "--image-px", "64"],
                 {"model", "backend", "p50_ms", "p95_ms", "max_abs_diff", "speedup_vs_eager", "note"}),
+    "stitch:binding": (["--suite", "binding", "--reps", "2", "--warmup", "1", "--dof", "14", "--binding-backends",
+                        "mpc", "ruckig", "ref-osqp", "ref-ruckig"],
+                       {"workload", "backend", "dof", "median_ms", "p90_ms", "constrained_frac", "violations",
+                        "failed", "x_reference"}),
+    "stitch:dds": (["--suite", "dds", "--dds-chunks", "5"],
+                   {"suite", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "convert_share"}),
+    "graph": (["--parts", "idle", "--executors", "per_node", "--idle-nodes", "stitcher", "--idle-window", "1",
+               "--startup", "3"], {"part", "executor", "node", "cpu_percent", "x_cpu", "load1"}),
     "sim": (["--seconds", "0.05"], {"sim", "cameras", "width", "height", "steps_per_s", "sets_per_s"}),
     "ingest": (["--duration", "1.5", "--warmup", "0.3", "--methods", "sync,naive", "--transports", "default"],
                {"method", "sets_per_s", "matched_fraction", "latency_p50_ms", "latency_p99_ms", "e2e_p50_ms",
@@ -37,8 +45,8 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_benchmark_prints_a_table_and_writes_its_json_rows(name, tmp_path):
     args, columns = CASES[name]
-    out = tmp_path / f"{name}.json"
-    res = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args, "--json", str(out)],
+    out = tmp_path / f"{name.replace(':', '_')}.json"
+    res = subprocess.run([sys.executable, str(BENCH / f"{name.split(':')[0]}.py"), *args, "--json", str(out)],
                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     rows = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{name}: {c} is not JSON"))

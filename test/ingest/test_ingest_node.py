@@ -123,11 +123,17 @@ def test_three_jittered_cameras_and_a_malformed_frame_over_dds(tmp_path):
 
 
 class Rig:
-    """In-process camera/joint publisher stamping with the current time."""
+    """In-process camera/joint publisher stamping with the current time.
 
-    def __init__(self, ctx, cameras):
+    Lock-step with the ingest node: after each publication the rig spins until the node has
+    received it (or `_DELIVERY_S` passes: best effort may lose one), so a loaded machine slows
+    the test down instead of dropping its input.
+    """
+
+    def __init__(self, ctx, cameras, node):
         import rclpy
         self.node = rclpy.create_node("rig", context=ctx)
+        self.ingest = node
         self.cams = {c: self.node.create_publisher(Image, f"cameras/{c}/image_raw", conventions.SENSOR_QOS)
                      for c in cameras}
         self.joints = self.node.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
@@ -138,6 +144,14 @@ class Rig:
         """Every camera and the joint stream has a subscriber (discovery finished)."""
         return all(p.get_subscription_count() for p in (*self.cams.values(), self.joints))
 
+    def received(self, streams) -> list[int]:
+        return [self.ingest._monitors[s].received for s in streams]
+
+    def delivered(self, ex, streams, before) -> bool:
+        """Spin until each of `streams` got one more message than `before` (False: one was lost)."""
+        return spin_until(ex, lambda: all(n > b for n, b in zip(self.received(streams), before)), _DELIVERY_S,
+                          step_s=0.001)
+
     def frame(self, cam, stamp_s):
         self.image.header.stamp = _time(stamp_s)
         self.cams[cam].publish(self.image)
@@ -146,20 +160,30 @@ class Rig:
         self.joints.publish(JointState(header=_header(stamp_s), name=["j0"], position=[value]))
 
     def run(self, ex, seconds, cams, until=None):
-        """Publish `cams` at 30 Hz and joints at 100 Hz for `seconds` (or until `until()`), spinning."""
+        """Publish `cams` at 30 Hz and joints at 100 Hz for `seconds` (or until `until()`), each
+        message delivered before the next is due."""
         end = time.time() + seconds
         next_frame = next_joint = time.time()
         while time.time() < end and not (until is not None and until()):
             now = time.time()
-            if now >= next_joint:
+            joint_due, frame_due = now >= next_joint, now >= next_frame
+            streams = (["joint_states"] if joint_due else []) + (list(cams) if frame_due else [])
+            before = self.received(streams)
+            if joint_due:
                 self.joint(now)
-                next_joint += 0.01
-            if now >= next_frame:
+                next_joint = max(next_joint + 0.01, now)  # a stalled process does not burst to catch up
+            if frame_due:
                 stamp = time.time()
                 for c in cams:
                     self.frame(c, stamp)
-                next_frame += 1 / 30
+                next_frame = max(next_frame + 1 / 30, now)
+            if streams:
+                self.delivered(ex, streams, before)
             ex.spin_once(timeout_sec=0.002)
+
+
+#: Longest wait for one message to reach the node before the rig counts it as lost (s).
+_DELIVERY_S = 2.0
 
 
 def _time(t_s):
@@ -178,15 +202,15 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
         node = _ingest(ctx, camera_names=["a", "b"], output_size=[16, 16], min_interval=0.02,
                        joint_names=["j0"], camera_timeout=[0.3, 0.3], joint_timeout=0.3,
                        diagnostics_period=0.1, instruction="default")
-        rig = Rig(ctx, ["a", "b"])
+        rig = Rig(ctx, ["a", "b"], node)
         col = Collector(rig.node)
         with executor_with(ctx, node, rig.node) as ex:
             assert spin_until(ex, rig.connected, 10.0)
-            rig.run(ex, 5.0, ["a", "b"], until=lambda: len(col.obs) > 3)
+            rig.run(ex, 60.0, ["a", "b"], until=lambda: len(col.obs) > 3)
             assert len(col.obs) > 3
             assert col.obs[0].instruction == "default"
             rig.instruction.publish(String(data="pick up the cube"))
-            deadline = time.time() + 5.0
+            deadline = time.time() + 60.0
             while time.time() < deadline and not (
                     col.obs[-1].instruction == "pick up the cube" and col.statuses("joint_states", DiagnosticStatus.WARN)
                     and col.statuses("camera a", DiagnosticStatus.WARN)):
@@ -220,7 +244,7 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
                 recent = [s for s in col.diag[mark:] if s.name == "ingest: camera b"]
                 return len(col.obs) > n_silent + 5 and recent and recent[-1].level == DiagnosticStatus.OK
 
-            rig.run(ex, 10.0, ["a", "b"], until=recovered)
+            rig.run(ex, 60.0, ["a", "b"], until=recovered)
             assert recovered()
     stamps = [_s(o.header.stamp) for o in col.obs]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
@@ -262,32 +286,37 @@ def test_sim_time_and_a_simulator_reset():
     with ros_context() as ctx:
         node = _ingest(ctx, camera_names=["a", "b"], output_size=[16, 16], joint_names=["j0"],
                        diagnostics_period=0.1, use_sim_time=True)
-        rig = Rig(ctx, ["a", "b"])
+        rig = Rig(ctx, ["a", "b"], node)
         col = Collector(rig.node)
         clock = rig.node.create_publisher(Clock, "/clock", conventions.RELIABLE_QOS)
         with executor_with(ctx, node, rig.node) as ex:
             assert spin_until(ex, lambda: rig.connected() and clock.get_subscription_count(), 10.0)
 
             def play(start_s, steps, until=None):
-                """Sim time from start_s in 10 ms steps: /clock, joints every step, frames every 3rd."""
+                """Sim time from start_s in 10 ms steps: /clock, joints every step, frames every 3rd; each
+                step delivered (the node's clock at t, its inputs received) before the next."""
                 for k in range(steps):
                     t = start_s + k * 0.01
+                    streams = ["joint_states"] + (["a", "b"] if k % 3 == 0 else [])
+                    before = rig.received(streams)
                     clock.publish(Clock(clock=_time(t)))
+                    spin_until(ex, lambda: abs(node.get_clock().now().nanoseconds * 1e-9 - t) < 1e-6, _DELIVERY_S,
+                               step_s=0.001)
                     rig.joint(t)
                     if k % 3 == 0:
                         rig.frame("a", t)
                         rig.frame("b", t)
-                    spin_until(ex, lambda: False, 0.01)
-                    if until is not None and until():
+                    rig.delivered(ex, streams, before)
+                    if until is not None and spin_until(ex, until, 0.002, step_s=0.001):
                         return
 
-            play(500.0, 900, until=lambda: len(col.obs) >= 10)
+            play(500.0, 3000, until=lambda: len(col.obs) >= 10)
             assert len(col.obs) >= 10 and all(_s(o.header.stamp) >= 500.0 for o in col.obs)
 
             def after_reset():
                 return [o for o in col.obs if _s(o.header.stamp) < 500.0]
 
-            play(1.0, 900, until=lambda: len(after_reset()) >= 10)  # simulator reset: time restarts
+            play(1.0, 3000, until=lambda: len(after_reset()) >= 10)  # simulator reset: time restarts
             assert spin_until(ex, lambda: col.statuses("sync", DiagnosticStatus.WARN), 2.0)
     # sets of the old time still in flight at the reset may arrive, but none after the first new one
     first_new = next(i for i, o in enumerate(col.obs) if _s(o.header.stamp) < 500.0)

@@ -103,7 +103,7 @@ def _smooth_state(rng, D, amp_hi, f_hi):
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31), M=st.integers(3, 40), D=st.integers(1, 4), offset=st.floats(0.0, 0.3),
        settle=st.booleans(), vmax=st.floats(0.5, 5.0), jmax=st.floats(5.0, 200.0),
-       qp_solver=st.sampled_from(["active_set", "osqp"]))
+       qp_solver=st.sampled_from(["daqp", "active_set", "osqp"]))
 def test_mpc_matches_reference_qp(seed, M, D, offset, settle, vmax, jmax, qp_solver):
     rng = np.random.default_rng(seed)
     ph, amp, w = _smooth_state(rng, D, 0.3, 0.6)
@@ -195,7 +195,7 @@ def test_warm_start_reduces_iterations():
     assert warm.info.iter < cold.info.iter
 
 
-@pytest.mark.parametrize("qp_solver", ["active_set", "osqp"])
+@pytest.mark.parametrize("qp_solver", ["daqp", "active_set", "osqp"])
 def test_infeasible_start_is_reported_not_hidden(qp_solver):
     D = 1
     lim = Limits.create(D, 1.0, 10.0, 10.0)

@@ -160,14 +160,26 @@ def test_gripper_is_rate_limited_pass_through():
     assert tr.positions[-1, 3] == pytest.approx(0.78)
 
 
-def test_infeasible_mpc_falls_back_and_says_so():
-    s = Stitcher(_cfg(v_max=1.0, a_max=10.0, j_max=10.0, stitch_len=1))
-    # Velocity at the limit and still accelerating: the QP is infeasible; Ruckig brakes within limits? no:
-    # the start itself cannot avoid exceeding v_max, so nothing may be emitted.
-    res = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.zeros(4), np.array([1.0, 0, 0, 0]),
-                                                        np.array([10.0, 0, 0, 0])))
-    assert res.status is StitchStatus.FAILED and res.trajectory is None and s.active is None
-    assert any("infeasible or not solved" in m for m in res.messages)
+@pytest.mark.parametrize("backend", ["mpc", "ruckig"])
+@pytest.mark.parametrize("v0, a0", [(1.0, 10.0), (1.5, 0.0), (-1.2, 3.0)])
+def test_infeasible_start_brakes_at_once_and_says_so(backend, v0, a0):
+    s = Stitcher(_cfg(backend=backend, v_max=1.0, a_max=10.0, j_max=10.0, stitch_len=1))
+    # At (or above) max velocity and still accelerating: no generator can stay inside v_max. The
+    # stitcher detects it before any solver runs and emits the jerk-limited stop.
+    res = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.zeros(4), np.array([v0, 0, 0, 0]),
+                                                        np.array([a0, 0, 0, 0])))
+    assert res.status is StitchStatus.FALLBACK and res.generator == "brake" and s.active is res.trajectory
+    assert any("infeasible start" in m for m in res.messages)
+    assert not any(m.startswith(("mpc:", "ruckig:")) for m in res.messages)  # no solver was tried
+    v, a = res.trajectory.velocities[:, 0], res.trajectory.accelerations[:, 0]
+    assert v[0] == v0 and a[0] == a0 and v[-1] == 0.0 and a[-1] == 0.0  # exact start, ends at rest
+    # never faster than braking from the start allows, never harder than the start or a_max, jerk-limited
+    peak = abs(v0) + (a0 * a0 / (20.0 * (1 - 1e-3)) if v0 * a0 > 0 else 0.0)  # brake jerk: limit less margin
+    assert np.abs(v).max() <= peak * (1 + 1e-6) and np.abs(a).max() <= max(10.0, abs(a0)) * (1 + 1e-6)
+    assert np.abs(np.diff(a)).max() / DT <= 10.0 * (1 + 1e-9)
+    # the next chunk stitches onto the stop
+    nxt = s.process(Chunk(0.1, NAMES, DT, _ref()), 0.1)
+    assert nxt.status is not StitchStatus.FAILED
 
 
 def test_mpc_failure_falls_back_to_ruckig():

@@ -154,3 +154,66 @@ def test_trajectory_is_sent_to_the_bridge_action():
             np.testing.assert_allclose(goals[0].points[0].positions, ref[0], atol=1e-12)
             np.testing.assert_array_equal(goals[0].points[0].velocities[:3], [0.0, 0.0, 0.0])
         server.destroy()
+
+
+def _node(ctx, **params):
+    # generous state timeout: a loaded machine may take a while between a state and the next chunk
+    base = dict(joint_names=NAMES, discrete_joints=["grip"], diagnostics_period_s=0.2, joint_state_timeout_s=5.0)
+    base.update(params)
+    return StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+
+
+def test_measured_joints_far_from_the_active_trajectory_re_anchor_the_next_one():
+    with ros_context() as ctx:
+        node = _node(ctx, reanchor_tolerance=0.1)
+        peer = _Peer(context=ctx)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0, 20.0)
+            ref = _reference()
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            # Close to the trajectory: stitched onto it, no re-anchoring.
+            assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node._measured[1], ref[0]))[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            assert node.counts["reanchored"] == 0
+            # The robot stayed 0.5 rad away (say the bridge refused every trajectory): the next one starts
+            # at the measured state instead of stitching onto a trajectory nobody executes.
+            far = ref[0] + np.array([0.5, 0.0, 0.0, 0.0])
+            assert spin_until(ex, lambda: (peer.state(far), np.allclose(node._measured[1], far))[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 3, 15.0)
+            assert node.counts["reanchored"] == 1
+            np.testing.assert_allclose(peer.trajs[2].points[0].positions[:3], far[:3], atol=1e-12)
+            assert spin_until(ex, lambda: any("re-anchored" in s.message for s in peer.diags), 10.0)
+
+
+def test_a_goal_the_bridge_aborts_re_anchors_the_next_trajectory():
+    from rclpy.action import ActionServer
+
+    from plan_stack.action import ExecuteTrajectory
+
+    with ros_context() as ctx:
+        node = _node(ctx, execute_action="/bridge/execute_trajectory", reanchor_tolerance=0.0)
+        peer = _Peer(context=ctx)
+
+        def execute(goal_handle):
+            goal_handle.abort()
+            return ExecuteTrajectory.Result(error_code=-1, error_string="velocities: 57 rad/s above 3.14")
+
+        server = ActionServer(peer, ExecuteTrajectory, "/bridge/execute_trajectory", execute)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0, 20.0)
+            ref = _reference()
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: node._refused is not None, 20.0)
+            assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node._measured[1], ref[0]))[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            assert node.counts["reanchored"] == 1
+            assert spin_until(ex, lambda: any("refused" in s.message for s in peer.diags), 10.0)
+        server.destroy()

@@ -329,7 +329,9 @@ class Diagnostics:
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", DIAGNOSTICS_QOS)
         self._lock = threading.Lock()
         self._status: dict[str, DiagnosticStatus] = {}
-        self._timer = node.create_timer(period_s, self.publish)
+        # A zero-argument callback: rclpy's EventsExecutor hands a TimerInfo to any callback that
+        # takes an argument, and `publish(only=...)` would take it for a status list.
+        self._timer = node.create_timer(period_s, lambda: self.publish())
 
     def report(self, name: str, level: int, message: str, now: bool = False, **values: Any) -> None:
         status = DiagnosticStatus(

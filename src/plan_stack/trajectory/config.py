@@ -39,9 +39,10 @@ class StitcherConfig:
     limit_margin: float = param(
         "Relative headroom the generators keep below each limit (absorbs solver tolerance)", 1e-3, min=0.0, max=0.1)
     qp_solver: str = param(
-        "MPC solver for joints where a bound binds: exact dual active set on the condensed QP, or OSQP (set up "
-        "once per horizon, warm-started) finished exactly by the active-set method from OSQP's active set",
-        "active_set", choices=("active_set", "osqp"))
+        "MPC solver for joints where a bound binds: DAQP (dual active set in C, one workspace per shape), the "
+        "same dual active-set method in numpy (exact, slow: every step refactorises), or OSQP (set up once per "
+        "horizon, warm-started) finished exactly by the active-set method from OSQP's active set",
+        "daqp", choices=("daqp", "active_set", "osqp"))
     osqp_eps: float = param("OSQP absolute/relative tolerance before polishing", 1e-4, min=1e-12, max=1e-2)
     osqp_max_iter: int = param("OSQP iteration cap per joint", 4000, min=10)
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)

@@ -24,8 +24,12 @@ the joint or the reference, so its Cholesky factorisation (and H⁻¹) is done
 once per shape and the unconstrained optimum of all joints is two small matrix
 products. The unconstrained optimum of a strictly convex QP that satisfies
 every bound *is* the constrained optimum, so a QP solver runs only for joints
-where a bound binds: either the exact dual active-set method on the condensed
-problem (`qp_solver="active_set"`, default), or OSQP (set up once per shape on
+where a bound binds: DAQP (`qp_solver="daqp"`, default: a dual active-set
+solver in C that keeps an LDL' factorisation of the active set and updates it
+one constraint at a time; one workspace per shape and brake coefficient, set up
+once, only the gradient and bounds change per joint), the same dual method in
+numpy on the condensed problem (`qp_solver="active_set"`: the readable
+reference, about 100x slower because every step refactorises), or OSQP (set up once per shape on
 the sparse state-space form, warm-started from the closed-form solution) whose
 active set then warm-starts the active-set method, which certifies or
 corrects it: OSQP's ADMM alone can stop short of the optimum on these
@@ -41,13 +45,16 @@ import time
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
+import daqp
 import osqp
 from osqp import SolverStatus
 
 from plan_stack.trajectory.active_set import QpStatus, dual_active_set
 from plan_stack.trajectory.limits import Limits, SampledStates, TrajectoryError
 
-__all__ = ["MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed", "brake_coefficient"]
+QP_SOLVERS = ("daqp", "active_set", "osqp")
+
+__all__ = ["QP_SOLVERS", "MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed", "brake_coefficient"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,11 +297,15 @@ class JointMpc:
         max_iter: int = 4000,
         time_limit_s: float = 0.0,
         qp_solver: str = "osqp",
+        active_set_max_iter: int = 0,
     ) -> None:
         if not 0 <= limit_margin < 0.5:
             raise TrajectoryError(f"limit_margin: must be in [0, 0.5), got {limit_margin!r}")
-        if qp_solver not in ("osqp", "active_set"):
-            raise TrajectoryError(f"qp_solver: must be 'osqp' or 'active_set', got {qp_solver!r}")
+        if qp_solver not in QP_SOLVERS:
+            raise TrajectoryError(f"qp_solver: must be one of {QP_SOLVERS}, got {qp_solver!r}")
+        #: cap on active-set steps per joint (DAQP and numpy); 0 = 10 x the number of jerks, more than
+        #: any solve of these problems has needed (each step adds or drops one of <= 5N constraints)
+        self.active_set_max_iter = active_set_max_iter
         self.weights = weights
         self.qp_solver = qp_solver
         self.limit_margin = limit_margin
@@ -305,6 +316,7 @@ class JointMpc:
         if time_limit_s > 0:
             self._settings["time_limit"] = time_limit_s
         self._shapes: dict[tuple[int, float, bool], _Shape] = {}
+        self._daqp: dict[tuple, "daqp.Model"] = {}
         self._qp_for: Limits | None = None
         self._qp_lim: Limits | None = None
         self._brake = np.zeros(0)
@@ -324,6 +336,39 @@ class JointMpc:
         solver.warm_start(x=sh.scaled_x(s_unc, j_unc))
         res = solver.solve(raise_error=False)  # status is checked below
         return res, int(res.info.iter)
+
+    def _daqp_solve(self, sh: _Shape, x0: np.ndarray, j_unc: np.ndarray, lim: Limits, d: int):
+        """DAQP on the condensed problem of joint d: jerks as simple bounds, then q (when bounded), v, a
+        and brake rows in physical units. Returns (jerks, status, iterations)."""
+        N = sh.n
+        c = float(self._brake[d])
+        has_q = bool(np.isfinite(lim.q_min[d]) or np.isfinite(lim.q_max[d]))
+        key = (N, sh.dt, id(sh), c, has_q)
+        model = self._daqp.get(key)
+        G = sh.G_all
+        if model is None:
+            rows = [G[:N]] if has_q else []
+            A = np.ascontiguousarray(np.vstack(rows + [G[N:], G[N:2 * N] + c * G[2 * N:]]))
+            m = A.shape[0] + N
+            model = daqp.Model()
+            model.setup(np.ascontiguousarray(sh.hessian), np.zeros(N), A, np.ones(m), -np.ones(m))
+            settings = model.settings
+            settings["iter_limit"] = self.active_set_max_iter or 10 * N
+            model.settings = settings
+            self._daqp[key] = model
+        free = sh.T_all @ x0  # [3N] states of zero jerk
+        fb = free[N:2 * N] + c * free[2 * N:]
+        v, a, jm = lim.v_max[d], lim.a_max[d], lim.j_max[d]
+        hi_parts = [np.full(N, jm)]
+        lo_parts = [np.full(N, -jm)]
+        if has_q:
+            hi_parts.append(np.minimum(lim.q_max[d], 1e30) - free[:N])
+            lo_parts.append(np.maximum(lim.q_min[d], -1e30) - free[:N])
+        hi_parts += [v - free[N:2 * N], a - free[2 * N:], v - fb]
+        lo_parts += [-v - free[N:2 * N], -a - free[2 * N:], -v - fb]
+        model.update(f=-(sh.hessian @ j_unc), bupper=np.concatenate(hi_parts), blower=np.concatenate(lo_parts))
+        x, _, flag, info = model.solve()
+        return x, (QpStatus.OPTIMAL if flag == 1 else QpStatus.INFEASIBLE), int(info["iterations"])
 
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
@@ -347,7 +392,18 @@ class JointMpc:
         bad = np.flatnonzero(_violates(S, J, lim, self._brake, N))
         failed: list[int] = []
         iters = 0
+        cap = self.active_set_max_iter or 10 * N
         for d in (int(i) for i in bad):
+            if self.qp_solver == "daqp":
+                jd, qp_status, steps = self._daqp_solve(sh, x0[:, d], J[:, d], lim, d)
+                iters += steps
+                if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
+                    failed.append(d)
+                    continue
+                jd = np.clip(jd, -lim.j_max[d], lim.j_max[d])
+                J[:, d] = jd
+                S[:, d] = sh.T_all @ x0[:, d] + sh.G_all @ jd
+                continue
             guess: list[tuple[int, float]] = []
             if self.qp_solver == "osqp":
                 res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
@@ -359,7 +415,7 @@ class JointMpc:
                     guess = _osqp_active_set(res, N)
             # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
             C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
-            jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, guess=guess)
+            jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, max_iter=cap, guess=guess)
             iters += steps
             if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
                 failed.append(d)

@@ -45,6 +45,11 @@ class StitcherNodeConfig:
         "Chunk horizon (samples) whose MPC data is prepared at start-up; 0 = prepare on first use", 0, min=0,
         max=10000)
     joint_state_timeout_s: float = param("Measured states older than this are not used (s)", 0.5, min=0.0)
+    reanchor_tolerance: float = param(
+        "When the measured joints are further than this from the trajectory being executed (max over the "
+        "continuous joints, rad or m), the robot is not following it (the bridge refused it, a fault, a "
+        "reset): the stitcher forgets it and starts the next trajectory from the measured state; 0 = never",
+        0.1, min=0.0)
     diagnostics_period_s: float = param("Diagnostics republish period (s)", 1.0, min=0.01)
 
     def __post_init__(self) -> None:
@@ -79,7 +84,8 @@ class StitcherNode(Node):
         # resolve only ~0.2 us, too coarse to recognise samples on the shared grid exactly.
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
-        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0}
+        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0}
+        self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
@@ -123,9 +129,36 @@ class StitcherNode(Node):
         _, q, v = self._measured
         return q, v, np.zeros_like(q)  # joint_states carry no acceleration
 
+    def _reanchor(self, now_s: float) -> None:
+        """Forget the active trajectory when the robot is not executing it: the bridge refused or aborted
+        it, or the measured joints have departed from it by more than `reanchor_tolerance`."""
+        active = self.stitcher.active
+        if active is None:
+            return
+        why = None
+        refused, self._refused = self._refused, None
+        if refused:
+            why = f"the bridge refused the last trajectory ({refused})"
+        tol = self.node_cfg.reanchor_tolerance
+        m = self._measured
+        if why is None and tol > 0 and m is not None and now_s - m[0] <= self.node_cfg.joint_state_timeout_s:
+            cols = self.stitcher._cidx
+            q_ref = active.sample(np.array([m[0]]))[0][0]
+            gap = float(np.max(np.abs(m[1][cols] - q_ref[cols]), initial=0.0))
+            if gap > tol:
+                why = f"measured joints are {gap:.3f} from the trajectory being executed (tolerance {tol})"
+        if why is None:
+            return
+        self.stitcher.reset()
+        self.counts["reanchored"] += 1
+        self.get_logger().warning(f"re-anchoring to the measured state: {why}")
+        self.diag.report("tracking", WARN, f"re-anchored to the measured state: {why}", now=True, **self.counts)
+
     def _on_chunk(self, msg: ActionChunk) -> None:
         self.counts["chunks"] += 1
         now_s = self._now_s()
+        if self.node_cfg.initial_state == "joint_states":
+            self._reanchor(now_s)
         try:
             stamp_s = (Time.from_msg(msg.header.stamp).nanoseconds - self._epoch_ns) * 1e-9
             chunk = Chunk.from_flat(stamp_s, msg.joint_names, msg.dt, msg.horizon, msg.positions)
@@ -172,11 +205,23 @@ class StitcherNode(Node):
             if traj is None:
                 continue
             try:
-                self._bridge.send(ExecuteTrajectory.Goal(trajectory=traj), server_timeout_s=timeout,
-                                  accept_timeout_s=timeout)
+                handle = self._bridge.send(ExecuteTrajectory.Goal(trajectory=traj), server_timeout_s=timeout,
+                                           accept_timeout_s=timeout)
+                handle.get_result_async().add_done_callback(self._on_goal_result)
                 self.diag.report("bridge", OK, f"sent to {self._bridge.name}")
             except ActionCallError as exc:
                 self.diag.report("bridge", WARN, str(exc), now=True)
+
+    def _on_goal_result(self, future) -> None:
+        """A goal the bridge aborted (not because a newer one replaced it) was never executed."""
+        res = future.result()
+        result = getattr(res, "result", None)
+        if result is None or result.error_code == ExecuteTrajectory.Result.SUCCESSFUL:
+            return
+        if "preempted" in result.error_string:
+            return
+        self._refused = f"error {result.error_code}: {result.error_string}"
+        self.diag.report("bridge", WARN, f"{self._bridge.name} aborted a trajectory: {self._refused}", now=True)
 
     def close(self) -> None:
         """Stop the sender thread (called at shutdown)."""

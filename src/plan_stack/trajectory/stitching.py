@@ -314,6 +314,14 @@ class Stitcher:
         messages: list[str] = []
         constrained = 0
         chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
+        limits = self.limits
+        brake_limits = self._brake_limits(x0)
+        if brake_limits is not None:
+            # A start outside the limits (a measured state, or a bridge over samples of another
+            # trajectory) makes every generator's problem infeasible: go straight to the brake, checked
+            # against limits widened only by the start's own excess (it can only shrink from there).
+            messages.append("infeasible start: the start state exceeds the limits; braking")
+            chain, limits = ["brake"], brake_limits
         for attempt, gen in enumerate(chain):
             out, msg, n_con = self._generate(gen, x0, ref_c, settle)
             constrained = max(constrained, n_con)
@@ -324,18 +332,39 @@ class Stitcher:
                 messages.append(f"{gen}: {msg}")
             traj = self._assemble(t_start, bq, bv, ba, out, ref, S, settle and gen != "brake")
             rep = check_limits(dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
-                               self.limits, traj.positions[:, self._didx] if len(self._didx) else None,
+                               limits, traj.positions[:, self._didx] if len(self._didx) else None,
                                self.discrete_rate)
             if rep.ok:
                 self._active = traj
                 return StitchResult(
-                    traj, StitchStatus.OK if attempt == 0 else StitchStatus.FALLBACK, gen,
+                    traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, gen,
                     (time.perf_counter() - t_begin) * 1e3, rep, trimmed, S, constrained,
                     self._seam_jump(traj, exec_state), tuple(messages))
             messages.append(f"{gen}: limit check failed (v {rep.v_ratio:.4f}, a {rep.a_ratio:.4f}, "
                             f"j {rep.j_ratio:.4f}, q out by {rep.q_violation:.2e}, rate {rep.rate_ratio:.4f})")
         return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, trimmed, S,
                             constrained, (0.0, 0.0, 0.0), tuple(messages))
+
+    def _brake_limits(self, x0: np.ndarray) -> Limits | None:
+        """None when the start state x0 [3, Dc] lies inside the limits and satisfies the brake condition
+        |v + c a| <= v_max (c = a_max / 2 j_max: a jerk-limited stop stays inside v_max), as every sample
+        this stitcher emits does; otherwise the limits widened to what braking from x0 reaches."""
+        lim = self.limits
+        if not x0.shape[1]:
+            return None
+        v, a = x0[1], x0[2]
+        c = lim.a_max / (2.0 * lim.j_max)
+        tol = 1.0 + 1e-9
+        if (np.all(np.abs(v) <= lim.v_max * tol) and np.all(np.abs(a) <= lim.a_max * tol)
+                and np.all(np.abs(v + c * a) <= lim.v_max * tol)):
+            return None
+        # Braking from (v, a): the speed still grows by a^2 / 2 j while a pushes it outward (j: the
+        # brake's jerk, the limit less the generators' margin).
+        j = lim.j_max * (1.0 - self.cfg.limit_margin)
+        v_peak = np.abs(v) + np.where(v * a > 0, a * a / (2.0 * j), 0.0)
+        widen = 1.0 + 1e-6
+        return Limits.create(lim.dof, np.maximum(lim.v_max, v_peak * widen), np.maximum(lim.a_max, np.abs(a) * widen),
+                             lim.j_max, lim.q_min, lim.q_max)
 
     def _measured(self, measured) -> np.ndarray:
         """The measured (q, v, a) as one [3, D] array; raises on a wrong shape or NaN/inf."""

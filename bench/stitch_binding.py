@@ -1,0 +1,428 @@
+"""Stitcher workloads where bounds bind, and the public reference design rebuilt, measured in one run.
+
+Used by `bench/stitch.py --suite binding`. Workloads (seeded; H = 50 samples, dt = 0.02 s):
+* `offset`     (a) smooth chunks (sinusoids + 3 mrad noise) starting +-5 cm (rad) away from the
+               executed state;
+* `rough`      (b) learned-head-like chunks: a random walk whose velocity changes by N(0, 0.5 rad/s)
+               per step, plus a 0.3 rad step at a random sample;
+* `tight`      (c) smooth chunks under limits a third of the usual ones;
+* `rough+stitch` (d) consecutive rough chunks, each arriving after 10 executed samples and
+               stitched onto the trajectory being executed;
+* `infeasible` (e) a measured start 20 % above the velocity limit and accelerating outward.
+Limits: `12` DoF v/a/j = 3/15/150 (tight: 1/5/50), all continuous; `14` DoF ALOHA: the
+stitcher limits of config/aloha.yaml (12 arm joints + 2 rate-limited grippers).
+
+Backends: ours through `Stitcher.process` (everything a chunk costs): `mpc` (closed form,
+DAQP where a bound binds), `mpc-active-set` (the numpy dual active set), `mpc-osqp`, `ruckig`
+(the chaser); and the public reference's design rebuilt here, on the same chunks:
+`ref-osqp` (one OSQP QP per joint on an Euler triple integrator, eps 1e-2, no polishing,
+set up once and warm-started: the fastest way to run that design) and `ref-ruckig` (one
+Ruckig update per waypoint: our stitcher with stride 1, lookahead 1).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import osqp
+import scipy.sparse as sp
+
+from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.limits import Limits, check_limits
+from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
+
+WORKLOADS = ("offset", "rough", "tight", "rough+stitch", "infeasible")
+BACKENDS = ("mpc", "mpc-active-set", "mpc-osqp", "ruckig", "ref-osqp", "ref-ruckig")
+DT = 0.02
+ALOHA_ARM = dict(v_max=2.8, a_max=(20.0, 20.0, 20.0, 32.0, 32.0, 32.0) * 2, j_max=(200.0, 200.0, 200.0, 400.0, 400.0,
+                                                                                    400.0) * 2)
+ALOHA_DISCRETE_RATE = 4.0
+
+
+def limits_for(workload: str, dof: int) -> dict:
+    if dof == 14:
+        return dict(ALOHA_ARM)
+    if workload == "tight":
+        return dict(v_max=1.0, a_max=5.0, j_max=50.0)
+    return dict(v_max=3.0, a_max=15.0, j_max=150.0)
+
+
+def names_for(dof: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if dof == 14:
+        names = tuple(f"{arm}_{j}" for arm in ("left", "right") for j in ("waist", "shoulder", "elbow",
+                                                                           "forearm_roll", "wrist_angle",
+                                                                           "wrist_rotate", "gripper"))
+        return names, ("left_gripper", "right_gripper")
+    return tuple(f"joint_{i}" for i in range(dof)), ()
+
+
+class ChunkSource:
+    """Seeded chunks of one workload; `next()` -> (chunk, now_s, measured or None)."""
+
+    def __init__(self, workload: str, dof: int, H: int, seed: int, lim: dict, discrete: np.ndarray) -> None:
+        self.workload, self.dof, self.H = workload, dof, H
+        self.rng = np.random.default_rng(seed)
+        self.names = names_for(dof)[0]
+        self.discrete = discrete  # column mask of rate-limited joints
+        self.v_max = np.broadcast_to(np.asarray(lim["v_max"], float), (int((~discrete).sum()),))
+        self.a_max = np.broadcast_to(np.asarray(lim["a_max"], float), (int((~discrete).sum()),))
+        self.now = 0.0
+        self.last: np.ndarray | None = None
+
+    def _smooth(self, t0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rng, D, H = self.rng, self.dof, self.H
+        ph, amp, w = rng.uniform(0, 2 * np.pi, D), rng.uniform(0.02, 0.3, D), 2 * np.pi * rng.uniform(0.1, 0.6, D)
+        t = t0 + DT * np.arange(H)
+        q = amp * np.sin(w * t[:, None] + ph) + rng.normal(0, 0.003, (H, D))
+        return q, amp * np.sin(w * t0 + ph), amp * w * np.cos(w * t0 + ph)
+
+    def _rough(self, q0: np.ndarray) -> np.ndarray:
+        rng, D, H = self.rng, self.dof, self.H
+        v = np.cumsum(rng.normal(0, 0.5, (H, D)), axis=0)
+        q = q0 + np.cumsum(v * DT, axis=0) - v[0] * DT
+        k = rng.integers(1, H)
+        q[k:] += 0.3 * rng.choice([-1.0, 1.0], D)
+        return q
+
+    def next(self):
+        wl, D = self.workload, self.dof
+        c = ~self.discrete
+        if wl == "rough+stitch" and self.last is not None:
+            self.now += 10 * DT
+            k = 10
+            q = self._rough(self.last[k])
+            self.last = q
+            return Chunk(self.now, self.names, DT, self._grip(q)), self.now, None
+        self.now = 0.0
+        zero = np.zeros(D)
+        if wl in ("offset", "tight"):
+            q, q0, v0 = self._smooth(0.0)
+            if wl == "offset":
+                q0 = q0 + self.rng.uniform(-0.05, 0.05, D)
+            v0[~c] = 0.0
+            return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), np.clip(v0, -1, 1), zero)
+        if wl in ("rough", "rough+stitch"):
+            q0 = self.rng.uniform(-0.5, 0.5, D)
+            q = self._rough(q0)
+            self.last = q
+            return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), zero, zero)
+        # infeasible: 20 % above the velocity limit on every continuous joint, accelerating outward
+        q, q0, _ = self._smooth(0.0)
+        sign = self.rng.choice([-1.0, 1.0], int(c.sum()))
+        v0, a0 = zero.copy(), zero.copy()
+        v0[c] = 1.2 * self.v_max * sign
+        a0[c] = 0.5 * self.a_max * sign
+        return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), v0, a0)
+
+    def _grip(self, q: np.ndarray) -> np.ndarray:
+        """Gripper columns (normalised 0..1) follow a slow ramp, inside their rate limit."""
+        if self.discrete.any():
+            q = q.copy()
+            q[:, self.discrete] = np.clip(0.5 + 0.5 * np.sin(np.arange(len(q)) * DT)[:, None], 0, 1)
+        return q
+
+    def _grip1(self, q0: np.ndarray) -> np.ndarray:
+        if self.discrete.any():
+            q0 = q0.copy()
+            q0[self.discrete] = 0.5
+        return q0
+
+
+class ReferenceOsqp:
+    """The public reference's post-processing, rebuilt: per joint one OSQP QP on the Euler triple
+    integrator q+ = q + dt v, v+ = v + dt a, a+ = a + dt j, states and jerks as variables, box
+    limits on v, a, j, cost sum (q - r)^2 + 1e-6 |z|^2, eps 1e-2, no polishing. One solver per
+    joint, set up once and warm-started (favourable to the reference)."""
+
+    def __init__(self, H: int, lim: Limits) -> None:
+        self.H, self.lim = H, lim
+        self.solvers = []
+        n = H  # samples 0..H-1, jerks 0..H-2
+        nx = 3 * n + (n - 1)
+        self.nx = nx
+        P = sp.diags(np.concatenate([np.full(n, 2.0), np.full(2 * n + n - 1, 2e-6)]), format="csc")
+        iq, iv, ia, ij = 0, n, 2 * n, 3 * n
+        rows, cols, vals = [], [], []
+        r = 0
+        for k in range(n - 1):  # dynamics: x_{k+1} - x_k - dt * (next derivative) = 0
+            for base, der in ((iq, iv), (iv, ia), (ia, ij)):
+                rows += [r, r, r]
+                cols += [base + k + 1, base + k, der + k]
+                vals += [1.0, -1.0, -DT]
+                r += 1
+        for i, base in enumerate((iq, iv, ia)):  # start state
+            rows.append(r), cols.append(base), vals.append(1.0)
+            r += 1
+        n_eq = r
+        for k in range(nx):  # bounds on every variable
+            rows.append(r), cols.append(k), vals.append(1.0)
+            r += 1
+        self.A = sp.csc_matrix((vals, (rows, cols)), shape=(r, nx))
+        self.n_eq, self.P = n_eq, P
+
+    def solve(self, x0: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x0 [3, D], ref [H, D] -> q, v, a [H, D]."""
+        H, D = ref.shape
+        n, lim = self.H, self.lim
+        out = np.empty((3, H, D))
+        for d in range(D):
+            if len(self.solvers) <= d:
+                s = osqp.OSQP()
+                s.setup(self.P, np.zeros(self.nx), self.A, np.zeros(self.A.shape[0]), np.zeros(self.A.shape[0]),
+                        eps_abs=1e-2, eps_rel=1e-2, polishing=False, verbose=False, warm_starting=True)
+                self.solvers.append(s)
+            q = np.zeros(self.nx)
+            q[:n] = -2.0 * ref[:, d]
+            lo = np.concatenate([np.zeros(self.n_eq - 3), x0[:, d], np.full(n, -1e9), np.full(n, -lim.v_max[d]),
+                                 np.full(n, -lim.a_max[d]), np.full(n - 1, -lim.j_max[d])])
+            hi = np.concatenate([np.zeros(self.n_eq - 3), x0[:, d], np.full(n, 1e9), np.full(n, lim.v_max[d]),
+                                 np.full(n, lim.a_max[d]), np.full(n - 1, lim.j_max[d])])
+            s = self.solvers[d]
+            s.update(q=q, l=lo, u=hi)
+            res = s.solve(raise_error=False)
+            x = res.x if res.x is not None else np.full(self.nx, np.nan)
+            out[0, :, d], out[1, :, d], out[2, :, d] = x[:n], x[n:2 * n], x[2 * n:3 * n]
+        return out
+
+
+class BindingCase:
+    """One (workload, backend, dof) row, run a few calls at a time (interleaved rounds)."""
+
+    def __init__(self, workload: str, backend: str, dof: int, H: int, seed: int) -> None:
+        self.workload, self.backend, self.dof, self.H = workload, backend, dof, H
+        names, discrete = names_for(dof)
+        lim = limits_for(workload, dof)
+        self.mask = np.array([n in discrete for n in names])
+        self.src = ChunkSource(workload, dof, H, seed, lim, self.mask)
+        per_sample = backend == "ref-ruckig"
+        self.cfg = StitcherConfig(
+            joint_names=names, discrete_joints=discrete, dt=DT,
+            backend="ruckig" if backend in ("ruckig", "ref-ruckig") else "mpc",
+            qp_solver={"mpc-osqp": "osqp", "mpc-active-set": "active_set"}.get(backend, "daqp"),
+            discrete_rate=ALOHA_DISCRETE_RATE, **lim,
+            **(dict(ruckig_stride=1, ruckig_lookahead=1) if per_sample else {}))
+        self.st = Stitcher(self.cfg)
+        self.st.prepare(H)
+        self.ref = ReferenceOsqp(H, self.st.limits) if backend == "ref-osqp" else None
+        self.times: list[float] = []
+        self.viol = self.fallbacks = self.failed = self.constrained = self.calls = 0
+        self.ratios: list[tuple[float, float, float]] = []
+        self.rms: list[float] = []
+
+    def run(self, calls: int, record: bool = True) -> None:
+        for _ in range(calls):
+            chunk, now, measured = self.src.next()
+            if measured is not None:
+                self.st.reset()
+            if self.ref is not None:
+                self._run_reference(chunk, now, measured, record)
+                continue
+            t0 = time.perf_counter()
+            res = self.st.process(chunk, now, measured)
+            elapsed = (time.perf_counter() - t0) * 1e3
+            if res.status is not StitchStatus.FAILED and self.workload == "rough+stitch":
+                self.src.last = None if res.trajectory is None else self.src.last
+            if not record:
+                continue
+            self.calls += 1
+            self.times.append(elapsed)
+            self.constrained += res.constrained_joints
+            if res.status is StitchStatus.FAILED:
+                self.failed += 1
+                continue
+            self.fallbacks += res.status is StitchStatus.FALLBACK
+            if not res.report.ok:
+                self.viol += 1
+            if self.workload != "infeasible":
+                # the emitted trajectory against the real limits (the infeasible start is outside them)
+                c = ~self.mask
+                tr = res.trajectory
+                rep = check_limits(DT, tr.positions[:, c], tr.velocities[:, c], tr.accelerations[:, c],
+                                   self.st.limits)
+                self.viol += (not rep.ok) and res.report.ok
+                self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
+                k = round((tr.t0_s - chunk.stamp_s) / DT)
+                n = min(len(tr.positions), len(chunk.positions) - k)
+                self.rms.append(float(np.sqrt(np.mean((tr.positions[:n, c] - chunk.positions[k:k + n, c]) ** 2))))
+
+    def _run_reference(self, chunk, now, measured, record) -> None:
+        c = ~self.mask
+        if measured is None:  # consecutive: start from the previous output at the new chunk's start
+            prev = self._prev
+            x0 = prev[:, 10]
+        else:
+            x0 = np.asarray(measured)[:, c]
+        ref = chunk.positions[:, c]
+        t0 = time.perf_counter()
+        out = self.ref.solve(x0, ref)
+        elapsed = (time.perf_counter() - t0) * 1e3
+        self._prev = out
+        if not record:
+            return
+        self.calls += 1
+        self.times.append(elapsed)
+        self.constrained += int(c.sum())  # every joint goes through the QP
+        if not np.all(np.isfinite(out)):
+            self.failed += 1
+            return
+        rep = check_limits(DT, out[0], out[1], out[2], self.st.limits)
+        if self.workload != "infeasible":
+            self.viol += not rep.ok
+            self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
+            self.rms.append(float(np.sqrt(np.mean((out[0] - ref) ** 2))))
+        else:
+            self.viol += not rep.ok
+
+    def row(self) -> dict:
+        t = np.array(self.times)
+        r = np.array(self.ratios) if self.ratios else np.full((1, 3), np.nan)
+        n_cont = int((~self.mask).sum())
+        return {
+            "workload": self.workload, "backend": self.backend, "dof": self.dof, "horizon": self.H,
+            "median_ms": float(np.median(t)), "p90_ms": float(np.percentile(t, 90)),
+            "p99_ms": float(np.percentile(t, 99)), "min_ms": float(t.min()),
+            "constrained_frac": self.constrained / max(1, self.calls * n_cont),
+            "rms_error": float(np.mean(self.rms)) if self.rms else float("nan"),
+            "max_v_ratio": float(r[:, 0].max()), "max_a_ratio": float(r[:, 1].max()),
+            "max_j_ratio": float(r[:, 2].max()), "violations": self.viol, "fallbacks": self.fallbacks,
+            "failed": self.failed, "samples": self.calls,
+        }
+
+
+COLUMNS = ["workload", "backend", "dof", "median_ms", "p90_ms", "p99_ms", "min_ms", "constrained_frac", "rms_error",
+           "max_v_ratio", "max_a_ratio", "max_j_ratio", "violations", "fallbacks", "failed", "x_reference",
+           "samples"]
+
+#: The slow exact numpy active set gets fewer calls (it takes ~100x longer on binding chunks).
+SLOW_BACKENDS = {"mpc-active-set": 0.1}
+
+
+def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> list[dict]:
+    cases = [BindingCase(w, b, d, H, seed) for d in dofs for w in workloads for b in backends]
+    for case in cases:
+        case.run(max(2, warmup if case.backend not in SLOW_BACKENDS else 2), record=False)
+    for k in range(rounds):
+        for case in cases:
+            n = max(1, round(reps * SLOW_BACKENDS.get(case.backend, 1.0) / rounds))
+            case.run(n)
+    rows = [case.row() for case in cases]
+    ref = {(r["workload"], r["dof"], "mpc" if r["backend"] == "ref-osqp" else "ruckig"): r["median_ms"]
+           for r in rows if r["backend"] in ("ref-osqp", "ref-ruckig")}
+    for r in rows:
+        family = "ruckig" if "ruckig" in r["backend"] else "mpc"
+        base = ref.get((r["workload"], r["dof"], family), float("nan"))
+        r["x_reference"] = base / r["median_ms"]
+    return rows
+
+
+DDS_COLUMNS = ["suite", "workload", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "solve_p50_ms",
+               "convert_p50_ms", "convert_share"]
+
+
+def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[dict]:
+    """Chunk -> trajectory latency of the `stitcher` node over DDS (config/aloha.yaml's stitcher
+    parameters): a publisher node sends rough 14-DoF chunks, a subscriber node receives the
+    JointTrajectory; each node spins on its own executor in its own thread (as `plan-stack up`).
+    Latency = publish call -> receipt. Conversion = ActionChunk -> Chunk and Trajectory ->
+    JointTrajectory, timed on the same messages; its share is of the median latency."""
+    import threading
+
+    import rclpy
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import JointState
+    from trajectory_msgs.msg import JointTrajectory
+
+    from plan_stack.msg import ActionChunk
+    from plan_stack.robot_config import load_robot_config
+    from plan_stack.ros import conventions
+    from plan_stack.ros.testing import ros_context
+    from plan_stack.trajectory.node import StitcherNode, trajectory_to_msg
+
+    spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
+    params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}
+    names = tuple(params["joint_names"])
+    discrete = np.array([n in params["discrete_joints"] for n in names])
+    src = ChunkSource("rough", len(names), 50, seed, dict(ALOHA_ARM), discrete)
+    sent: list[float] = []
+    got: list[float] = []
+    conv_in: list[float] = []
+    conv_out: list[float] = []
+    with ros_context() as ctx:
+        node = StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        peer = rclpy.create_node("dds_bench_peer", context=ctx)
+        pub = peer.create_publisher(ActionChunk, "action_chunk", conventions.RELIABLE_QOS)
+        js = peer.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        peer.create_subscription(JointTrajectory, "trajectory", lambda m: got.append(time.perf_counter()),
+                                 conventions.RELIABLE_QOS)
+        solve_ms: list[float] = []
+        orig = node.stitcher.process
+
+        def timed(*a, **k):
+            r = orig(*a, **k)
+            solve_ms.append(r.solve_ms)
+            if r.trajectory is not None:
+                t0 = time.perf_counter()
+                trajectory_to_msg(r.trajectory, node._epoch_ns)
+                conv_out.append((time.perf_counter() - t0) * 1e3)
+            return r
+
+        node.stitcher.process = timed
+        executors, threads = [], []
+
+        def spin(ex):
+            try:
+                ex.spin()
+            except Exception:  # shutdown while spinning
+                pass
+
+        for n in (node, peer):
+            ex = conventions.executor_for(n)
+            ex.add_node(n)
+            executors.append(ex)
+            threads.append(threading.Thread(target=spin, args=(ex,), daemon=True))
+            threads[-1].start()
+        deadline = time.time() + 20
+        while (pub.get_subscription_count() == 0 or peer.count_publishers("trajectory") == 0) and \
+                time.time() < deadline:
+            time.sleep(0.05)
+        chunk, _, measured = src.next()
+        q0 = measured[0]
+        for _ in range(20):
+            js.publish(JointState(name=list(names), position=q0.tolist(), velocity=[0.0] * len(names)))
+            time.sleep(0.01)
+        for i in range(n_chunks):
+            chunk, _, measured = src.next()
+            node.stitcher.reset()  # every chunk from the measured state: a fresh rough solve each time
+            msg = ActionChunk()
+            stamp = node.get_clock().now().nanoseconds
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+            msg.joint_names = list(names)
+            msg.dt = DT
+            msg.horizon = 50
+            msg.positions = (chunk.positions - chunk.positions[0] + q0).ravel().tolist()
+            c0 = time.perf_counter()
+            Chunk.from_flat(0.0, msg.joint_names, msg.dt, msg.horizon, msg.positions)
+            conv_in.append((time.perf_counter() - c0) * 1e3)
+            t0 = time.perf_counter()
+            pub.publish(msg)
+            sent.append(t0)
+            deadline = time.time() + 2.0
+            while len(got) <= i and time.time() < deadline:
+                time.sleep(0.0005)
+            time.sleep(max(0.0, 1.0 / rate_hz - (time.perf_counter() - t0)))
+        for n, ex in zip((node, peer), executors):
+            ex.remove_node(n)
+            ex.shutdown(timeout_sec=1.0)
+        for t in threads:
+            t.join(timeout=2.0)
+        peer.destroy_node()
+        node.close()
+        node.destroy_node()
+    lat = np.array([g - s for s, g in zip(sent, got)]) * 1e3
+    convert_p50 = float(np.median(conv_in) + np.median(conv_out)) if conv_out else float("nan")
+    p50 = float(np.percentile(lat, 50)) if len(lat) else float("nan")
+    pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: float("nan"))
+    return [{"suite": "dds", "workload": "rough", "dof": len(names), "chunks": n_chunks, "received": len(lat),
+             "p50_ms": p50, "p95_ms": pct(95), "p99_ms": pct(99),
+             "solve_p50_ms": float(np.median(solve_ms)) if solve_ms else float("nan"),
+             "convert_p50_ms": convert_p50, "convert_share": convert_p50 / p50 if p50 else float("nan")}]
