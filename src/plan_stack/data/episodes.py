@@ -65,7 +65,9 @@ class Keyframe:
 
 
 def annotation_files(path: str | os.PathLike) -> list[str]:
-    files = sorted(glob.glob(os.path.join(os.fspath(path), "*.json")))
+    """Annotation JSON files of a recording folder: those with their episode's bag folder beside them
+    (`<stem>.json` + `<stem>/`), so other JSON files there (summaries, reports) are not taken for episodes."""
+    files = sorted(f for f in glob.glob(os.path.join(os.fspath(path), "*.json")) if os.path.isdir(f[:-len(".json")]))
     if not files:
         raise FileNotFoundError(f"{path}: no annotation JSON files (record them with `plan-stack record-demos`)")
     return files
@@ -89,7 +91,9 @@ def data_fingerprint(paths: Iterable[str | os.PathLike]) -> dict:
             with open(f, "rb") as fh:
                 raw = fh.read()
             h.update(os.path.basename(f).encode() + b"\0" + hashlib.sha256(raw).digest())
-            seeds.append(int(json.loads(raw)["seed"]))
+            seed = json.loads(raw).get("seed")  # recorded episodes carry it; hand-made annotations may not
+            if seed is not None:
+                seeds.append(int(seed))
             n += 1
     seeds.sort()
     return {"episodes": n, "seed_min": seeds[0] if seeds else None, "seed_max": seeds[-1] if seeds else None,
