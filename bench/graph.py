@@ -35,7 +35,6 @@ read `load1` (the 1-minute load average when the row started) next to each row.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import math
 import os
@@ -61,20 +60,12 @@ COLUMNS = ("part", "executor", "mode", "node", "cpu_percent", "frames_received",
 
 
 def _reserve_domain(held: list) -> int:
-    """A ROS_DOMAIN_ID no other run on this machine holds (same lock files as test/conftest.py)."""
-    lock_dir = os.path.join(tempfile.gettempdir(), "plan_stack_ros_domains")
-    os.makedirs(lock_dir, exist_ok=True)
-    for i in range(100):
-        domain = 1 + (os.getpid() + i) % 100
-        fh = open(os.path.join(lock_dir, f"{domain}.lock"), "w")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.close()
-            continue
-        held.append(fh)
-        return domain
-    raise RuntimeError("no free ROS_DOMAIN_ID in 1..100")
+    """A ROS_DOMAIN_ID no other run on this machine holds (the test suite's lock files)."""
+    from plan_stack.ros.domains import reserve_domain
+
+    domain, handle = reserve_domain(1, 100)
+    held.append(handle)
+    return domain
 
 
 def _env(domain: int, big_shm: bool = True) -> dict:

@@ -6,35 +6,19 @@ traffic; subprocesses started by tests inherit it.
 """
 from __future__ import annotations
 
-import fcntl
 import os
-import tempfile
 
 import pytest
 
-_LOCK_DIR = os.path.join(tempfile.gettempdir(), "plan_stack_ros_domains")
 _held = []
 
 
-def _reserve_domain() -> int:
-    os.makedirs(_LOCK_DIR, exist_ok=True)
-    # Domains 1..100 keep Fast DDS ports well inside the valid range.
-    start = os.getpid() % 100
-    for i in range(100):
-        domain = 1 + (start + i) % 100
-        fh = open(os.path.join(_LOCK_DIR, f"{domain}.lock"), "w")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.close()
-            continue
-        _held.append(fh)
-        return domain
-    raise RuntimeError(f"no free ROS_DOMAIN_ID in 1..100 (locks in {_LOCK_DIR})")
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    os.environ["ROS_DOMAIN_ID"] = str(_reserve_domain())
+    from plan_stack.ros.domains import reserve_domain
+
+    domain, handle = reserve_domain(1, 100)
+    _held.append(handle)
+    os.environ["ROS_DOMAIN_ID"] = str(domain)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
     os.environ.setdefault("MUJOCO_GL", "egl")

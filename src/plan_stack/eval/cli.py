@@ -74,25 +74,14 @@ def robot_of(bag: str) -> str | None:
 
 
 def _domain_ids(n: int) -> list[int]:
-    """Distinct free ROS domain ids for parallel jobs (the test suite's lock files are respected)."""
-    import fcntl
-    import tempfile
+    """Distinct free ROS domain ids (101..200) for parallel jobs, held until this process exits."""
+    from plan_stack.ros.domains import reserve_domain
 
-    lock_dir = os.path.join(tempfile.gettempdir(), "plan_stack_ros_domains")
-    os.makedirs(lock_dir, exist_ok=True)
     ids: list[int] = []
-    for domain in range(101, 201):
-        if len(ids) == n:
-            break
-        fh = open(os.path.join(lock_dir, f"{domain}.lock"), "w")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _HELD.append(fh)
-            ids.append(domain)
-        except OSError:
-            fh.close()
-    if len(ids) < n:
-        raise RuntimeError(f"only {len(ids)} free ROS domains for {n} jobs")
+    for _ in range(n):
+        domain, handle = reserve_domain(101, 200, start=101)
+        _HELD.append(handle)
+        ids.append(domain)
     return ids
 
 
