@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     manifest: dict[str, Any] = {
         "robot": robot, "cameras": list(spec.cameras), "image_size": list(recipe.image_size), "history_frames": 1,
         "instruction": train_kf[0].instruction, "primitive_kinds": kinds, "coordinate_ranges": ranges,
+        "waypoints": sorted({len(kf.points[0]) for kf in train_kf}),  # P per primitive (exported block sizes)
         "workspace": workspace, "gate_max_step_m": gate_step, "frame_id": spec.frame_id,
         "response": "sub-task text + '. ' + per primitive: tool call + block; EOS",
         "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in SPLITS[robot].items()},
