@@ -192,10 +192,12 @@ def role_nodes(args) -> int:
     With --window: writes the process CPU and, for an ingest node, its input counters in the window."""
     import rclpy
 
+    from plan_stack.ros import conventions
+
     names = args.nodes.split(",")
     overrides = json.loads(args.overrides) if args.overrides else None
     out: dict = {}
-    with rclpy.init():
+    with conventions.ros_session():
         nodes = [make() for make in _node_factories(args.robot, names, overrides)]
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())  # the sim rows stop processes with SIGINT
@@ -240,7 +242,7 @@ def role_clock(args) -> int:
     from plan_stack.ros import conventions
 
     samples = []
-    with rclpy.init():
+    with conventions.ros_session():
         node = rclpy.create_node("graph_bench_clock")
         node.create_subscription(Clock, "/clock", lambda m: samples.append(
             (time.time(), m.clock.sec + m.clock.nanosec * 1e-9)), conventions.SENSOR_QOS)
