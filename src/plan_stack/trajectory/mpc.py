@@ -396,26 +396,20 @@ class JointMpc:
         for d in (int(i) for i in bad):
             if self.qp_solver == "daqp":
                 jd, qp_status, steps = self._daqp_solve(sh, x0[:, d], J[:, d], lim, d)
-                iters += steps
-                if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
-                    failed.append(d)
-                    continue
-                jd = np.clip(jd, -lim.j_max[d], lim.j_max[d])
-                J[:, d] = jd
-                S[:, d] = sh.T_all @ x0[:, d] + sh.G_all @ jd
-                continue
-            guess: list[tuple[int, float]] = []
-            if self.qp_solver == "osqp":
-                res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
-                iters += n_it
-                # Whatever OSQP ended with (solved, inaccurate, iteration cap, infeasible), the
-                # active-set method below decides exactly; OSQP's duals only warm-start it.
-                if res.info.status_val in (int(SolverStatus.OSQP_SOLVED), int(SolverStatus.OSQP_SOLVED_INACCURATE),
-                                           int(SolverStatus.OSQP_MAX_ITER_REACHED)):
-                    guess = _osqp_active_set(res, N)
-            # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
-            C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
-            jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, max_iter=cap, guess=guess)
+            else:
+                guess: list[tuple[int, float]] = []
+                if self.qp_solver == "osqp":
+                    res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
+                    iters += n_it
+                    # Whatever OSQP ended with (solved, inaccurate, iteration cap, infeasible), the
+                    # active-set method below decides exactly; OSQP's duals only warm-start it.
+                    if res.info.status_val in (int(SolverStatus.OSQP_SOLVED),
+                                               int(SolverStatus.OSQP_SOLVED_INACCURATE),
+                                               int(SolverStatus.OSQP_MAX_ITER_REACHED)):
+                        guess = _osqp_active_set(res, N)
+                # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
+                C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
+                jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, max_iter=cap, guess=guess)
             iters += steps
             if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
                 failed.append(d)
