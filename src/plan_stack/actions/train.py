@@ -68,24 +68,25 @@ def _flow_times(b: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def _to_torch(batch: dict[str, np.ndarray], head: FlowHead) -> dict[str, torch.Tensor]:
-    n = head.normaliser
+    n, dev = head.normaliser, next(head.parameters()).device
     return {
-        "actions": n.norm("action", torch.from_numpy(batch["actions"]).float()),
-        "state": n.norm("state", torch.from_numpy(batch["state"]).float()),
-        "cond": n.norm("cond", torch.from_numpy(batch["cond"]).float()),
-        "cond_mask": torch.from_numpy(batch["cond_mask"]),
+        "actions": n.norm("action", torch.from_numpy(batch["actions"]).float().to(dev)),
+        "state": n.norm("state", torch.from_numpy(batch["state"]).float().to(dev)),
+        "cond": n.norm("cond", torch.from_numpy(batch["cond"]).float().to(dev)),
+        "cond_mask": torch.from_numpy(batch["cond_mask"]).to(dev),
     }
 
 
 def flow_loss(head: FlowHead, b: dict[str, torch.Tensor], gen: torch.Generator, rtc_max_delay: int = 0,
               rtc_distribution: str = "uniform", rtc_temperature: float = 1.0) -> torch.Tensor:
     a = b["actions"]
-    noise = torch.randn(a.shape, generator=gen)
-    t = _flow_times(a.shape[0], gen)
+    # Noise, times and delays come from the CPU generator on every device, so a seed means one run.
+    noise = torch.randn(a.shape, generator=gen).to(a.device)
+    t = _flow_times(a.shape[0], gen).to(a.device)
     if rtc_max_delay > 0:
-        delays = sample_delays(a.shape[0], rtc_max_delay, gen, rtc_distribution, rtc_temperature)
+        delays = sample_delays(a.shape[0], rtc_max_delay, gen, rtc_distribution, rtc_temperature).to(a.device)
     else:
-        delays = torch.zeros(a.shape[0], dtype=torch.long)
+        delays = torch.zeros(a.shape[0], dtype=torch.long, device=a.device)
     x_t, times, mask = training_time_inputs(a, noise, t, delays)
     v = head(x_t, times, b["state"], b["cond"], b["cond_mask"])
     return masked_flow_loss(v, a, noise, mask)
@@ -103,7 +104,7 @@ def evaluate(head: FlowHead, windows: ChunkWindows, n: int, seed: int = 1234, nu
         b = _to_torch(windows.batch(rows), head)
         loss = flow_loss(head, b, gen).item()
         ctx = head.encode(b["state"], b["cond"], b["cond_mask"])
-        noise = torch.randn(b["actions"].shape, generator=gen)
+        noise = torch.randn(b["actions"].shape, generator=gen).to(b["actions"].device)
         x = integrate(lambda x, t: head.velocity(x, t, ctx), noise, num_steps or head.cfg.num_steps)
         err = head.normaliser.denorm("action", x) - head.normaliser.denorm("action", b["actions"])
         rmse = err.pow(2).mean().sqrt().item()
@@ -162,7 +163,8 @@ def _data_summary(data: Any) -> str:
 
 def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval_eps: list[Episode],
           out_dir: str, resume: bool = True, log: Callable[[str], None] = print,
-          meta: dict[str, Any] | None = None, force_resume: bool = False) -> TrainResult:
+          meta: dict[str, Any] | None = None, force_resume: bool = False,
+          device: torch.device | str = "cpu") -> TrainResult:
     """Train (or resume) into `out_dir`; returns the final step's figures.
 
     Resuming requires the same head config and RTC setting, and the same
@@ -183,6 +185,7 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
     with torch.random.fork_rng():  # seeded initialisation without touching the caller's global RNG
         torch.manual_seed(cfg.seed)
         head = FlowHead(head_cfg)
+    head.to(device)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)

@@ -35,7 +35,7 @@ def keyframe_features(model: Any, kf: Any, spec: Any) -> np.ndarray:
     out = model.target.prefill(dataclasses.replace(sample.prompt, input_ids=ids))
     plen = sample.prompt.input_ids.numel()
     rows = [plen + start + j for start, layout in sample.spans for j in range(layout.block_size)]
-    return out.last_hidden[rows].float().numpy()
+    return out.last_hidden[rows].float().cpu().numpy()
 
 
 def planner_feature_episodes(model: Any, demo_dir: str, spec: Any, progress: bool = False,

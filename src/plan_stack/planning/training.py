@@ -128,11 +128,13 @@ def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample
         feats.append(f)
         ctx_sample.append(torch.full((ids.numel(),), si, dtype=torch.long))
         ctx_pos.append(torch.arange(ids.numel()))
+    dev = next(drafter.parameters()).device
     blocks = make_blocks(seqs, plens, [s.spans for s in samples], cfg, target.vocab, rng)
-    ctx_sample_t, ctx_pos_t = torch.cat(ctx_sample), torch.cat(ctx_pos)
+    blocks = Blocks(**{f.name: getattr(blocks, f.name).to(dev) for f in dataclasses.fields(blocks)})
+    ctx_sample_t, ctx_pos_t = torch.cat(ctx_sample).to(dev), torch.cat(ctx_pos).to(dev)
     mask = packed_mask(ctx_sample_t, ctx_pos_t, blocks.sample, blocks.index, blocks.anchor,
                        torch.ones_like(blocks.sample, dtype=torch.bool))
-    logits = drafter.forward_packed(torch.cat(feats), ctx_pos_t, blocks.ids, blocks.pos, mask)
+    logits = drafter.forward_packed(torch.cat(feats).to(dev), ctx_pos_t, blocks.ids, blocks.pos, mask)
     ce = F.cross_entropy(logits, blocks.labels, reduction="none")
     return (ce * blocks.weights).sum() / blocks.weights.sum().clamp_min(1e-8)
 
@@ -226,7 +228,7 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
     opt = torch.optim.AdamW(drafter.parameters(), lr=cfg.lr, weight_decay=0.0)
     step0 = 0
     if resume and out_dir is not None and os.path.isfile(os.path.join(out_dir, STATE_FILE)):
-        state = torch.load(os.path.join(out_dir, STATE_FILE), weights_only=False)
+        state = torch.load(os.path.join(out_dir, STATE_FILE), weights_only=False, map_location="cpu")
         from plan_stack.planning.training_target import check_resume
 
         check_resume(state.get("data_id"), data_id, force_resume, os.path.join(out_dir, STATE_FILE))
