@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     import numpy as np
     import torch
 
-    from plan_stack.planning import layouts as L
+    from plan_stack.planning.tool_call import tool_call_text
     from plan_stack.planning.decoding import Decoder, DecoderConfig
     from plan_stack.planning.drafter import new_drafter, num_params
     from plan_stack.planning.target import tiny_target
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 prefix: list[int] = []
                 budget = args.text_tokens
             else:
-                prefix = target.tokenizer.encode(L.tool_call_text(block) + start, add_special_tokens=False)
+                prefix = target.tokenizer.encode(tool_call_text(block) + start, add_special_tokens=False)
                 budget = len(prefix) + block - 1  # stop right after the primitive
             group = {}
             for decoder in ("ar", "dflash", "vflash"):

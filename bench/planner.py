@@ -74,6 +74,7 @@ def _random_model(args, workdir):
     import torch
 
     from plan_stack.planning import layouts as L
+    from plan_stack.planning.tool_call import tool_call_text
     from plan_stack.planning.drafter import new_drafter
     from plan_stack.planning.model_dir import save_planner_model
     from plan_stack.planning.target import tiny_target
@@ -82,7 +83,7 @@ def _random_model(args, workdir):
     torch.manual_seed(0)
     drafter = new_drafter(target)
     layout = L.make_layout(args.primitive, PRIMITIVES[args.primitive])
-    prefix = L.tool_call_text(layout.block_size) + layout.start_token
+    prefix = tool_call_text(layout.block_size) + layout.start_token
     n_prefix = len(target.tokenizer.encode(prefix, add_special_tokens=False))
     cameras = [f"cam{i}" for i in range(args.cameras)]
     manifest = {"cameras": cameras, "image_size": [args.image, args.image], "history_frames": args.window,

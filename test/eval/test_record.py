@@ -15,7 +15,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from plan_stack.embodiments.recording import read_bag
+from plan_stack.data.bags import read_bag
 from plan_stack.eval.record import wanted_topic
 from plan_stack.msg import VisualPlan
 from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS

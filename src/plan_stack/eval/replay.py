@@ -175,7 +175,7 @@ class _Player:
         from rclpy.node import Node
         from rosgraph_msgs.msg import Clock
 
-        from plan_stack.data.bag_writer import SplitBagWriter
+        from plan_stack.data.bags import SplitBagWriter
         from plan_stack.eval.record import RecorderNode, message_class
         from plan_stack.msg import Observation, VisualPlan
         from plan_stack.ros.conventions import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS

@@ -86,7 +86,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(manifest["history_frames"], int) or manifest["history_frames"] < 1:
         raise PlanningError(f"{file}: history_frames must be an integer >= 1")
     from plan_stack.planning.errors import LayoutError
-    from plan_stack.planning.layouts import merge_ranges
+    from plan_stack.planning.quantisation import merge_ranges
 
     for key in ("coordinate_ranges", "workspace"):
         try:
@@ -117,7 +117,7 @@ class PlannerModel:
     @property
     def ranges(self) -> dict[str, dict[str, tuple[float, float]]]:
         """Coordinate ranges the model was trained with (`layouts.RANGES` + manifest overrides)."""
-        from plan_stack.planning.layouts import merge_ranges
+        from plan_stack.planning.quantisation import merge_ranges
 
         return merge_ranges(self.manifest.get("coordinate_ranges") or {})
 

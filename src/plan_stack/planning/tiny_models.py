@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from plan_stack.planning import layouts as L
+from plan_stack.planning.tool_call import tool_call_text
 from plan_stack.planning import vocab as V
 from plan_stack.planning.drafter import new_drafter
 from plan_stack.planning.model_dir import save_planner_model
@@ -20,7 +20,7 @@ CAMERAS = ["cam_a", "cam_b"]
 SIZE = (64, 48)  # width, height
 #: robot 3D with P = 2 waypoints: B = 3P + 2
 BLOCK = 8
-PREFIX = L.tool_call_text(BLOCK) + V.ROBOT
+PREFIX = tool_call_text(BLOCK) + V.ROBOT
 
 
 def make_model_dir(path, *, history_frames=3, budget=32, drafter=True, seed=0, manifest=None, target=None):

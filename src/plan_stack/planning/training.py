@@ -26,6 +26,8 @@ from torch.nn import functional as F
 
 from plan_stack.config import param, validate
 from plan_stack.planning import layouts as L
+from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
+from plan_stack.planning.tool_call import tool_call_text
 from plan_stack.planning import vocab as V
 from plan_stack.planning.drafter import Drafter, load_drafter, packed_mask, save_drafter
 from plan_stack.planning.errors import PlanningError
@@ -175,12 +177,12 @@ def synthetic_samples(target: TargetAdapter, n: int, kinds: Sequence[str] = ("ro
                            height / 2 + fx * pts[:, 1] / np.maximum(pts[:, 2], 0.1)], 1)
             if kind == "box":
                 u, v = sorted(rng.uniform(0, width, 2)), sorted(rng.uniform(0, height, 2))
-                prims.append(L.PrimitiveFields("box", uv=(u[0], v[0], u[1], v[1])))
+                prims.append(PrimitiveFields("box", uv=(u[0], v[0], u[1], v[1])))
             else:
-                prims.append(L.PrimitiveFields(kind, points=tuple(map(tuple, pts.tolist())),
+                prims.append(PrimitiveFields(kind, points=tuple(map(tuple, pts.tolist())),
                                                uv=tuple(uv.reshape(-1).tolist())))
-        block = L.fields_to_tokens(target.vocab, layout, prims, image_size)
-        subtask = tok.encode(f"{verb} the {_OBJECTS[obj]} now. " + L.tool_call_text(layout.block_size),
+        block = fields_to_tokens(target.vocab, layout, prims, image_size)
+        subtask = tok.encode(f"{verb} the {_OBJECTS[obj]} now. " + tool_call_text(layout.block_size),
                              add_special_tokens=False)
         response = subtask + block + [tok.eos_token_id]
         imgs = [(rng.random((height, width, 3)) * 255).astype(np.uint8)] if use_images else []

@@ -122,7 +122,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode
     from plan_stack.embodiments.aloha.model import CAMERAS, task_spec
     from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
-    from plan_stack.embodiments.recording import new_bag_path
+    from plan_stack.data.recording import new_bag_path
     from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
     from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.image import image_to_numpy
@@ -226,7 +226,7 @@ def _plan_picture(bag_path, png, task, seed, episode, traj, t_goal_s, width, hei
     """The run's plan picture (plan_stack.viz.episode): each sub-task's future gripper paths on cam_high."""
     from plan_stack.embodiments.aloha.model import camera_model, camera_pose
     from plan_stack.embodiments.aloha.sim import AlohaSim
-    from plan_stack.embodiments.annotation import Subtask
+    from plan_stack.data.annotation import Subtask
     from plan_stack.viz.episode import demo_plan_picture
 
     sim = AlohaSim(task)

@@ -25,7 +25,7 @@ from plan_stack.embodiments.aloha.model import (
     stack_to_joint,
     task_spec,
 )
-from plan_stack.embodiments.annotation import Subtask
+from plan_stack.data.annotation import Subtask
 
 __all__ = ["Waypoint", "Subtask", "ExpertEpisode", "waypoints_for", "plan_episode", "replay"]
 

@@ -1,9 +1,9 @@
 """Record scripted Franka pick-and-place demonstrations as rosbag2 (MCAP) + annotation JSON, without ROS.
 
 Same layout and annotation schema as the ALOHA recorder (docs/aloha.md), for
-one arm: the bag is written with the shared `embodiments.recording.BagWriter`
+one arm: the bag is written with the shared `data.bags.BagWriter`
 (rosbags, Kilted type store), options are the shared `RecordOptions`, and
-the annotation uses the shared `embodiments.annotation` pieces (arc-length
+the annotation uses the shared `data.annotation` pieces (arc-length
 resampling of the future tool-centre path until the end of the current
 sub-task, projection into the external camera, object boxes from
 segmentation); its `arms` map has the single key `single` (a single-arm
@@ -26,21 +26,12 @@ import os
 
 import numpy as np
 
-from plan_stack.embodiments.annotation import (
-    KeyframeInput,
-    Subtask,
-    box_from_mask,
-    camera_annotation,
-    path_annotation,
-    round_or_none,
-    subtask_at,
-    subtasks_annotation,
-    write_annotation,
-)
+from plan_stack.data.annotation import (box_from_mask, camera_annotation, KeyframeInput, path_annotation, round_or_none, Subtask, subtask_at, subtasks_annotation, write_annotation)
 from plan_stack.embodiments.franka.expert import ExpertConfig, plan_pick_place
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, MAX_WIDTH_M, READY_POSE
 from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
-from plan_stack.embodiments.recording import BagWriter, RecordOptions, every_steps, new_bag_path
+from plan_stack.data.bags import BagWriter
+from plan_stack.data.recording import every_steps, new_bag_path, RecordOptions
 
 __all__ = ["FORMAT", "INSTRUCTION", "RecordOptions", "Subtask", "record_episode", "TOPICS"]
 
