@@ -38,7 +38,7 @@ from plan_stack.actions.errors import ActionsError
 from plan_stack.actions.head import load_checkpoint
 from plan_stack.paths import find_data
 from plan_stack.actions.policy import ChunkPolicy
-from plan_stack.actions.rtc import Method, RtcConfig, RtcRuntime
+from plan_stack.actions.rtc.runtime import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
 from plan_stack.engines.runtime import FlowStepEngine

@@ -20,7 +20,7 @@ import torch
 
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import RtcError
-from plan_stack.actions.rtc import RtcRequest, align_previous
+from plan_stack.actions.rtc.runtime import align_previous, RtcRequest
 
 __all__ = ["Sampler", "ChunkExecutor", "Rollout", "rollout", "seam_metrics"]
 

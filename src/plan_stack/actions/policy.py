@@ -15,16 +15,9 @@ import torch
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.actions.head import Context, FlowHead
-from plan_stack.actions.rtc import (
-    Guidance,
-    Method,
-    PrefixConditioning,
-    RtcRequest,
-    Schedule,
-    Unguided,
-    integrate,
-    prefix_weights,
-)
+from plan_stack.actions.rtc.guides import Guidance, prefix_weights, PrefixConditioning, Schedule, Unguided
+from plan_stack.actions.rtc.runtime import Method, RtcRequest
+from plan_stack.actions.rtc.sampling import integrate
 
 __all__ = ["ChunkResult", "ChunkPolicy"]
 

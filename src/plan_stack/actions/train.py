@@ -23,7 +23,8 @@ import torch
 from plan_stack.actions.data import ChunkWindows, Episode
 from plan_stack.actions.errors import CheckpointError
 from plan_stack.actions.head import FlowHead, HeadConfig, load_checkpoint, save_checkpoint
-from plan_stack.actions.rtc import integrate, masked_flow_loss, sample_delays, training_time_inputs
+from plan_stack.actions.rtc.sampling import integrate
+from plan_stack.actions.rtc.training import masked_flow_loss, sample_delays, training_time_inputs
 from plan_stack.config import ConfigError, param, validate
 
 __all__ = ["TrainConfig", "TrainResult", "train", "evaluate"]
