@@ -334,7 +334,8 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
 
     from plan_stack.msg import ActionChunk
     from plan_stack.robot_config import load_robot_config
-    from plan_stack.ros import conventions
+    from plan_stack.ros.lifecycle import executor_for
+    from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import ros_context
     from plan_stack.trajectory.node import StitcherNode, trajectory_to_msg
 
@@ -350,10 +351,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     with ros_context() as ctx:
         node = StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
         peer = rclpy.create_node("dds_bench_peer", context=ctx)
-        pub = peer.create_publisher(ActionChunk, "action_chunk", conventions.RELIABLE_QOS)
-        js = peer.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        pub = peer.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
+        js = peer.create_publisher(JointState, "joint_states", SENSOR_QOS)
         peer.create_subscription(JointTrajectory, "trajectory", lambda m: got.append(time.perf_counter()),
-                                 conventions.RELIABLE_QOS)
+                                 RELIABLE_QOS)
         solve_ms: list[float] = []
         orig = node.stitcher.process
 
@@ -376,7 +377,7 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
                 pass
 
         for n in (node, peer):
-            ex = conventions.executor_for(n)
+            ex = executor_for(n)
             ex.add_node(n)
             executors.append(ex)
             threads.append(threading.Thread(target=spin, args=(ex,), daemon=True))

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     from visualization_msgs.msg import MarkerArray
 
     from plan_stack.msg import Observation
-    from plan_stack.ros.conventions import RELIABLE_QOS
+    from plan_stack.ros.qos import RELIABLE_QOS
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
     from plan_stack.viz.node import VizNode
 

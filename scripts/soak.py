@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -66,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     from rosgraph_msgs.msg import Clock
 
     from plan_stack.msg import PlanFeatures
-    from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, ros_session
+    from plan_stack.ros.lifecycle import ros_session
+    from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS
     from plan_stack.ros.time import s_to_stamp, stamp_to_s
 
     up = subprocess.Popen([sys.executable, "-m", "plan_stack.bringup", args.robot, "--processes"])

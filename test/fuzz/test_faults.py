@@ -6,7 +6,6 @@ bridges (test/embodiments/test_arm_bridge_clock_reset.py).
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -22,7 +21,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 from plan_stack.ros.time import duration_to_s, ns_to_stamp, stamp_to_s  # noqa: E402
 

@@ -42,8 +42,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 
 from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures  # noqa: E402
-from plan_stack.ros import conventions  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.lifecycle import executor_for  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import ros_context  # noqa: E402
 from plan_stack.ros.time import ns_to_stamp, s_to_duration  # noqa: E402
 
@@ -262,7 +262,7 @@ class Graph:
                      for i in entry.inputs if i.msg_type is not None}
         self.actions = {i.name: ActionClient(self.probe, i.action_type, i.name)
                         for i in entry.inputs if i.action_type is not None}
-        self.executors = [conventions.executor_for(n) for n in self.nodes] + [SingleThreadedExecutor(context=ctx)]
+        self.executors = [executor_for(n) for n in self.nodes] + [SingleThreadedExecutor(context=ctx)]
         self.threads = []
         for node, ex in zip(self.nodes + [self.probe], self.executors):
             ex.add_node(node)

@@ -14,8 +14,12 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from plan_stack.config import param, validate
-from plan_stack.ros import conventions
-from plan_stack.ros.conventions import Diagnostics, ParameterError, declare_config
+from plan_stack.config import ConfigError
+from plan_stack.ros.diagnostics import WARN
+from plan_stack.ros.lifecycle import fail, run_nodes
+from plan_stack.ros.qos import SENSOR_QOS, qos_by_name
+from plan_stack.ros.diagnostics import Diagnostics
+from plan_stack.ros.params import declare_config, ParameterError
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 
@@ -89,20 +93,20 @@ def test_diagnostics_publish_on_absolute_topic():
         got = []
         listener.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
         diag = Diagnostics(node, period_s=0.05, hardware_id="sim")
-        diag.report("camera", conventions.WARN, "stale frame", age_s=1.5)
+        diag.report("camera", WARN, "stale frame", age_s=1.5)
         with executor_with(ctx, node, listener) as ex:
             assert spin_until(ex, lambda: bool(got), 5.0)
         status = got[-1].status[0]
         assert status.name == "diag_src: camera" and status.message == "stale frame"
-        assert status.level == conventions.WARN and status.hardware_id == "sim"
+        assert status.level == WARN and status.hardware_id == "sim"
         assert [(kv.key, kv.value) for kv in status.values] == [("age_s", "1.5")]
-        assert diag.level("camera") == conventions.WARN and diag.level("other") is None
+        assert diag.level("camera") == WARN and diag.level("other") is None
 
 
 def test_qos_by_name_rejects_unknown_profiles():
-    assert conventions.qos_by_name("sensor") is conventions.SENSOR_QOS
-    with pytest.raises(conventions.ConfigError, match="qos: unknown profile 'fastest'"):
-        conventions.qos_by_name("fastest")
+    assert qos_by_name("sensor") is SENSOR_QOS
+    with pytest.raises(ConfigError, match="qos: unknown profile 'fastest'"):
+        qos_by_name("fastest")
 
 
 # A node process built with the conventions, as every lib/plan_stack executable is.
@@ -110,7 +114,7 @@ _PROCESS = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
     from test_conventions import ToyNode
-    from plan_stack.ros.conventions import node_main
+    from plan_stack.ros.lifecycle import node_main
     sys.exit(node_main(ToyNode)())
 """)
 
@@ -166,7 +170,7 @@ def test_a_callback_that_raises_stops_the_process_with_status_1_and_a_fatal_log(
     timer = threading.Timer(30.0, stop.set)  # a hang would stop here and fail the status check
     timer.start()
     try:
-        status = conventions.run_nodes([_FailingNode], stop=stop)
+        status = run_nodes([_FailingNode], stop=stop)
     finally:
         timer.cancel()
     assert status == 1 and not stop.is_set()
@@ -241,14 +245,14 @@ def test_an_integer_is_accepted_for_a_float_parameter():
 class _StopAfterStart(Node):
     def __init__(self, stop, fault=None, **kwargs):
         super().__init__("lifecycle_toy", **kwargs)
-        self.create_timer(0.05, lambda: conventions.fail(self, fault) if fault else stop.set())
+        self.create_timer(0.05, lambda: fail(self, fault) if fault else stop.set())
 
 
 def _run_in_thread(factories, **kwargs):
     import threading
 
     result = {}
-    runner = threading.Thread(target=lambda: result.setdefault("status", conventions.run_nodes(factories, **kwargs)))
+    runner = threading.Thread(target=lambda: result.setdefault("status", run_nodes(factories, **kwargs)))
     runner.start()
     runner.join(timeout=60.0)
     assert not runner.is_alive(), "run_nodes did not return"
@@ -295,7 +299,7 @@ def test_a_parameter_the_node_does_not_declare_is_refused_at_start():
 
 
 def test_no_module_uses_rclpy_init_as_a_context_manager():
-    """Jazzy's rclpy.init returns None: `with rclpy.init()` fails there (use conventions.ros_session)."""
+    """Jazzy's rclpy.init returns None: `with rclpy.init()` fails there (use ros_session)."""
     import pathlib
     import re
 

@@ -16,7 +16,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from plan_stack.msg import ActionChunk  # noqa: E402
-from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 from plan_stack.trajectory.node import StitcherNode  # noqa: E402
 

@@ -115,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plan_stack.ros.conventions import run_nodes
+    from plan_stack.ros.lifecycle import run_nodes
     from plan_stack.viz.bag import plan_typestore
 
     topics = frozenset(t if t.startswith("/") else f"/{t}" for t in args.topics) or None

@@ -29,7 +29,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -178,7 +177,7 @@ class _Player:
         from plan_stack.data.bags import SplitBagWriter
         from plan_stack.eval.record import RecorderNode, message_class
         from plan_stack.msg import Observation, VisualPlan
-        from plan_stack.ros.conventions import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
+        from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
         from plan_stack.viz.bag import plan_typestore
 
         self.ctx = Context()

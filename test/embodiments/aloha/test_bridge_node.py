@@ -24,7 +24,8 @@ from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, grip
 from plan_stack.embodiments.aloha.sim_node import AlohaSimNode  # noqa: E402
 from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
 from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
-from plan_stack.ros.conventions import SENSOR_QOS, WARN  # noqa: E402
+from plan_stack.ros.diagnostics import WARN  # noqa: E402
+from plan_stack.ros.qos import SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"

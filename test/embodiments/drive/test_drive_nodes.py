@@ -25,14 +25,9 @@ from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from plan_stack.embodiments.drive.bridge_node import DriveBridgeNode  # noqa: E402
 from plan_stack.embodiments.drive.sim_node import DriveSimNode  # noqa: E402
 from plan_stack.msg import DriveTrajectory, Primitive, VisualPlan  # noqa: E402
-from plan_stack.ros.conventions import (  # noqa: E402
-    DIAGNOSTICS_QOS,
-    ERROR,
-    LATCHED_QOS,
-    RELIABLE_QOS,
-    SENSOR_QOS,
-    ParameterError,
-)
+from plan_stack.ros.diagnostics import ERROR  # noqa: E402
+from plan_stack.ros.params import ParameterError  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402
 

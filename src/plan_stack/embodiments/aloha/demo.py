@@ -124,7 +124,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
     from plan_stack.data.recording import new_bag_path
     from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
-    from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
+    from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.image import image_to_numpy
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
