@@ -71,7 +71,7 @@ def role_ingest(args) -> int:
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
 
-    from plan_stack.ingest.node import IngestNode
+    from plan_stack.ingest.ingest_node import IngestNode
     from plan_stack.ros.lifecycle import ros_session
 
     params = dict(camera_names=list(CAMERAS), output_size=[224, 224], max_spread=MAX_SPREAD_S, max_age=MAX_AGE_S,

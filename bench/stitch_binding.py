@@ -337,7 +337,7 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     from plan_stack.ros.lifecycle import executor_for
     from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import ros_context
-    from plan_stack.trajectory.node import StitcherNode, trajectory_to_msg
+    from plan_stack.trajectory.stitcher_node import StitcherNode, trajectory_to_msg
 
     spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
     params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     from plan_stack.msg import Observation
     from plan_stack.ros.qos import RELIABLE_QOS
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
-    from plan_stack.viz.node import VizNode
+    from plan_stack.viz.viz_node import VizNode
 
     plan, obs = _messages(args.waypoints, args.size, np.random.default_rng(args.seed))
     raw_obs = serialize_message(obs)

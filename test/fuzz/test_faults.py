@@ -32,8 +32,8 @@ MAX_PLAN_AGE_S = 1.0
 
 
 def test_stalled_planner_stops_chunks_and_trajectories_instead_of_extrapolating():
-    from plan_stack.actions.node import ChunkerNode
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.actions.chunker_node import ChunkerNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     with ros_context() as ctx:
         chunker = ChunkerNode(context=ctx, parameter_overrides=[

@@ -393,7 +393,7 @@ def _aloha_valid(g: Graph) -> None:
 
 
 def _stitcher_start(ctx):
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     return [StitcherNode(context=ctx, parameter_overrides=[
         Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value="chunk"),
@@ -417,7 +417,7 @@ ALOHA_JOINTS = ("left_waist", "left_shoulder", "left_elbow", "left_forearm_roll"
 
 
 def _chunker_start(ctx):
-    from plan_stack.actions.node import ChunkerNode
+    from plan_stack.actions.chunker_node import ChunkerNode
 
     return [ChunkerNode(context=ctx, parameter_overrides=[
         Parameter("checkpoint", value="aloha/action_head/rtc"), Parameter("joint_names", value=list(ALOHA_JOINTS)),
@@ -447,7 +447,7 @@ INGEST_JOINTS = ("j0", "j1")
 
 
 def _ingest_start(ctx):
-    from plan_stack.ingest.node import IngestNode
+    from plan_stack.ingest.ingest_node import IngestNode
 
     return [IngestNode(context=ctx, parameter_overrides=[
         Parameter("camera_names", value=[INGEST_CAMERA]), Parameter("joint_names", value=list(INGEST_JOINTS)),

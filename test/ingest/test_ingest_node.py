@@ -16,7 +16,7 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
-from plan_stack.ingest.node import IngestNode
+from plan_stack.ingest.ingest_node import IngestNode
 from plan_stack.ingest.synthetic import joint_positions, tick_of
 from plan_stack.msg import Observation
 from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS

@@ -221,7 +221,7 @@ def test_runtime_sets_are_validated_by_the_config_and_applied_or_refused_with_a_
 
 @pytest.mark.ros
 def test_stitcher_refuses_a_negative_velocity_limit_at_run_time():
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     with ros_context() as ctx:
         node = StitcherNode(context=ctx, parameter_overrides=[Parameter("joint_names", value=["a", "b"])])
