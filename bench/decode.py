@@ -34,6 +34,7 @@ import os
 import resource
 import statistics
 import sys
+
 from report import add_json_option, format_value, report  # bench/report.py: shared table + JSON output
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,10 +70,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     import numpy as np
     import torch
 
-    from plan_stack.planning.tool_call import tool_call_text
     from plan_stack.planning.decoding import Decoder, DecoderConfig
     from plan_stack.planning.drafter import new_drafter, num_params
     from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.tool_call import tool_call_text
 
     torch.set_num_threads(args.threads)
     rows: list[dict] = []

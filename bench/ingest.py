@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+
 from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -150,7 +150,7 @@ class ReferenceOsqp:
                 cols += [base + k + 1, base + k, der + k]
                 vals += [1.0, -1.0, -DT]
                 r += 1
-        for i, base in enumerate((iq, iv, ia)):  # start state
+        for base in (iq, iv, ia):  # start state
             rows.append(r), cols.append(base), vals.append(1.0)
             r += 1
         n_eq = r
@@ -301,7 +301,7 @@ def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> l
     cases = [BindingCase(w, b, d, H, seed) for d in dofs for w in workloads for b in backends]
     for case in cases:
         case.run(max(2, warmup if case.backend not in SLOW_BACKENDS else 2), record=False)
-    for k in range(rounds):
+    for _ in range(rounds):
         for case in cases:
             n = max(1, round(reps * SLOW_BACKENDS.get(case.backend, 1.0) / rounds))
             case.run(n)

@@ -29,7 +29,6 @@ import sys
 import time
 
 import numpy as np
-
 from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 

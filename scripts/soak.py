@@ -6,7 +6,8 @@ A stand-in planner publishes one fixed set of plan features (seeded, `--plan-fea
 with sim time) so the chunker, stitcher and bridge work; pass 0 to run without. Samples every node
 process's RSS (/proc) each `--sample-s` of sim time; after `--warmup-s` the RSS of each node may grow
 at most `--max-rss-growth` (fraction); diagnostics rates per node are compared between the first and
-second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table; `--json PATH` writes the rows. Exit status 1 when
+second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table;
+`--json PATH` writes the rows. Exit status 1 when
 a node died, reported ERROR, or grew beyond the limit. Not part of `make test` (`make soak`).
 """
 from __future__ import annotations

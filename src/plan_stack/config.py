@@ -19,8 +19,9 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import MISSING
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["ConfigError", "ParamInfo", "param", "validate", "field_kinds", "from_mapping"]
 

@@ -11,8 +11,8 @@ from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
-from plan_stack.actions.head import FlowHead, HeadConfig, save_checkpoint
 from plan_stack.actions.chunker_node import ChunkerNode
+from plan_stack.actions.head import FlowHead, HeadConfig, save_checkpoint
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
 from plan_stack.ros.params import ParameterError
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS

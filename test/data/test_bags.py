@@ -1,4 +1,5 @@
-"""bags: the recorders' message writer and reader round trip; the split writer: every closed split is readable, a killed writer loses only the open one."""
+"""bags: the recorders' message writer and reader round trip; the split writer: every closed split is
+readable, a killed writer loses only the open one."""
 from __future__ import annotations
 
 import time
@@ -34,7 +35,9 @@ def test_splits_are_listed_and_read_back_in_order(tmp_path, ts):
         w.write("/a", 1_000 + k, _cdr(ts, f"m{k}"))
         if k == 2:
             w._close_split()  # what the split timer does after split_s
-    w.write("/b", 2_000, ts.serialize_cdr(feats(header=header, shape=np.array([1, 2], np.uint32), data=np.array([1.0, 2.0], np.float32), plan_stamp=stamp), "plan_stack/msg/PlanFeatures"))
+    msg = feats(header=header, shape=np.array([1, 2], np.uint32), data=np.array([1.0, 2.0], np.float32),
+                plan_stamp=stamp)
+    w.write("/b", 2_000, ts.serialize_cdr(msg, "plan_stack/msg/PlanFeatures"))
     w.close()
     info = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert info["relative_file_paths"] == ["bag_0.mcap", "bag_1.mcap"] and info["message_count"] == 7

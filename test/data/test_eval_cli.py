@@ -1,4 +1,5 @@
-"""`plan-stack eval-plans` on the shipped ALOHA model: it loads, produces valid plans, and the table has every column."""
+"""`plan-stack eval-plans` on the shipped ALOHA model: it loads, produces valid plans, and the table has
+every column."""
 from __future__ import annotations
 
 import json

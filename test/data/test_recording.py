@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from plan_stack.data.recording import check_image_size, every_steps, new_bag_path, RecordOptions
+from plan_stack.data.recording import RecordOptions, check_image_size, every_steps, new_bag_path
 
 
 def test_options_validate():

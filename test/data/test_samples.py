@@ -9,6 +9,8 @@ from plan_stack.data.samples import fit_ranges, make_sample, primitives_of, resp
 from plan_stack.planning.fields import tokens_to_fields
 from plan_stack.planning.quantisation import merge_ranges
 from plan_stack.planning.tool_call import tool_call_text
+
+
 def _kf(offset=0.0, boxes=None):
     pts = np.stack([np.linspace(-0.2, 0.2, 10), np.full(10, 0.1), np.linspace(0.5, 0.7, 10)], 1) + offset
     uv = np.stack([np.linspace(5, 25, 10), np.full(10, 16.0)], 1)
@@ -60,7 +62,8 @@ def test_fit_ranges_cover_the_data_with_margins():
     pts = np.concatenate([p for k in kfs for p in k.points])
     for i, axis in enumerate("xyz"):
         lo, hi = workspace["robot"][axis]
-        assert lo == pytest.approx(pts[:, i].min() - 0.05, abs=1e-4) and hi == pytest.approx(pts[:, i].max() + 0.05, abs=1e-4)
+        assert lo == pytest.approx(pts[:, i].min() - 0.05, abs=1e-4)
+        assert hi == pytest.approx(pts[:, i].max() + 0.05, abs=1e-4)
         rlo, rhi = ranges["robot"][axis]
         assert rlo <= lo - 0.05 + 1e-9 and rhi >= hi + 0.05 - 1e-9
         assert rlo / 0.05 == pytest.approx(round(rlo / 0.05)) and rhi / 0.05 == pytest.approx(round(rhi / 0.05))

@@ -99,8 +99,8 @@ def test_drafter_pass_parity_per_block_size_and_torch_fallback_counted(tmp_path,
 
 def test_vflash_decode_through_the_onnx_drafter_gives_the_same_plan(tmp_path, vl):
     from plan_stack.planning import layouts as L
-    from plan_stack.planning.tool_call import tool_call_text
     from plan_stack.planning.decoding import Decoder, DecoderConfig
+    from plan_stack.planning.tool_call import tool_call_text
 
     target, drafter = vl
     block = L.block_size_of("robot_2d3d", 4)

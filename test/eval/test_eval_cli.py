@@ -39,9 +39,9 @@ def demo(tmp_path_factory):
 def overrides(tmp_path_factory):
     """A tiny random planner (one forced dual-arm 3D primitive, P = 10 as annotated) and a head that fits."""
     from plan_stack.planning import layouts as L
-    from plan_stack.planning.tool_call import tool_call_text
     from plan_stack.planning import vocab as V
     from plan_stack.planning.tiny_models import make_model_dir
+    from plan_stack.planning.tool_call import tool_call_text
 
     root = tmp_path_factory.mktemp("models")
     target_hidden = 64

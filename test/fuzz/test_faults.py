@@ -42,7 +42,8 @@ def test_stalled_planner_stops_chunks_and_trajectories_instead_of_extrapolating(
             Parameter("torch_threads", value=1)])
         stitcher = StitcherNode(context=ctx, parameter_overrides=[
             Parameter("joint_names", value=JOINTS), Parameter("initial_state", value="chunk"),
-            Parameter("backend", value="ruckig"), Parameter("discrete_joints", value=["left_gripper", "right_gripper"])])
+            Parameter("backend", value="ruckig"),
+            Parameter("discrete_joints", value=["left_gripper", "right_gripper"])])
         probe = Node("planner_stand_in", context=ctx)
         plans = probe.create_publisher(PlanFeatures, "plan_features", RELIABLE_QOS)
         observations = probe.create_publisher(Observation, "observation", RELIABLE_QOS)

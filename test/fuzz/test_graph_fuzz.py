@@ -20,7 +20,8 @@ import dataclasses
 import math
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -223,7 +224,7 @@ class Input:
     """One fuzzed input: a topic (`msg_type` + `qos`) or an action (`action_type`)."""
 
     name: str
-    strategy: Callable[["Graph"], st.SearchStrategy]
+    strategy: Callable[[Graph], st.SearchStrategy]
     msg_type: Any = None
     qos: Any = None
     action_type: Any = None
@@ -236,9 +237,9 @@ class Entry:
     inputs: list[Input]
     reporter: dict[str, str]  # input name -> node whose diagnostics must show the rejection
     quiet: list[tuple[str, Any, Any]]  # outputs that bad input must not produce (topic, type, qos)
-    ready: Callable[["Graph"], bool]  # the graph is up (e.g. joint states flowing)
-    valid: Callable[["Graph"], None]  # sends valid input; asserts it is served
-    motion: Callable[["Graph"], float] | None = None  # how far the robot moved since `mark_still` (rad)
+    ready: Callable[[Graph], bool]  # the graph is up (e.g. joint states flowing)
+    valid: Callable[[Graph], None]  # sends valid input; asserts it is served
+    motion: Callable[[Graph], float] | None = None  # how far the robot moved since `mark_still` (rad)
     clock_node: int = 0  # index of the node whose ROS time stamps are relative to
 
 

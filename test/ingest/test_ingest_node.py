@@ -19,9 +19,9 @@ from std_msgs.msg import String
 from plan_stack.ingest.ingest_node import IngestNode
 from plan_stack.ingest.synthetic import joint_positions, tick_of
 from plan_stack.msg import Observation
-from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
-from plan_stack.ros.params import ParameterError
 from plan_stack.ros.image import image_to_numpy, numpy_to_image
+from plan_stack.ros.params import ParameterError
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 pytestmark = pytest.mark.ros
@@ -212,7 +212,8 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
             rig.instruction.publish(String(data="pick up the cube"))
             deadline = time.time() + 60.0
             while time.time() < deadline and not (
-                    col.obs[-1].instruction == "pick up the cube" and col.statuses("joint_states", DiagnosticStatus.WARN)
+                    col.obs[-1].instruction == "pick up the cube"
+                    and col.statuses("joint_states", DiagnosticStatus.WARN)
                     and col.statuses("camera a", DiagnosticStatus.WARN)):
                 # best effort may lose a single message on a busy machine: repeat the bad inputs
                 rig.joint(time.time(), value=math.nan)

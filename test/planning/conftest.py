@@ -82,7 +82,7 @@ def _random_fields(kind, p, rng):
 
     parts, arms, msg_kind = KINDS[kind]
     out = []
-    for a in range(arms):
+    for _ in range(arms):
         has_2d = any(pt.space == "image" for pt in parts)
         uv, pts = (), ()
         if kind == "box":

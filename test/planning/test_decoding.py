@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from plan_stack.config import ConfigError
-from plan_stack.planning.grammar import check_block
-from plan_stack.planning.tool_call import tool_call_text
 from plan_stack.planning import vocab as V
 from plan_stack.planning.decoding import Decoder, DecoderConfig
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.grammar import check_block
 from plan_stack.planning.target import Prompt
+from plan_stack.planning.tool_call import tool_call_text
 
 IMAGE_SIZE = (64, 48)
 

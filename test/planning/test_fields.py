@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plan_stack.planning import layouts as L
+from plan_stack.planning import vocab as V
+from plan_stack.planning.errors import LayoutError
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens, tokens_to_fields
 from plan_stack.planning.grammar import check_block
 from plan_stack.planning.quantisation import RANGES
-from plan_stack.planning import vocab as V
-from plan_stack.planning.errors import LayoutError
 
 IMAGE = (640, 480)
 

@@ -1,14 +1,13 @@
 """Grammar masks, the vectorised schema gate, open-mode budgets."""
 from __future__ import annotations
 
-
 import pytest
 
 from plan_stack.planning import layouts as L
-from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
-from plan_stack.planning.grammar import Grammar, check_block
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import LayoutError
+from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
+from plan_stack.planning.grammar import Grammar, check_block
 
 IMAGE = (640, 480)
 
@@ -39,7 +38,7 @@ def test_masks_admit_exactly_the_legal_tokens(vocab, sets, kind, random_fields):
     import random
     rng = random.Random(1)
     lay = L.make_layout(kind, 2)
-    for trial in range(3):
+    for _ in range(3):
         fields = random_fields(kind, lay.waypoints, rng)
         tokens = fields_to_tokens(vocab, lay, fields, IMAGE)[1:]
         g = Grammar(sets, lay)
@@ -104,7 +103,7 @@ def test_vectorised_check_agrees_with_the_grammar_walk(vocab, sets, kind, random
     rng = random.Random(5)
     lay = L.make_layout(kind, 3)
     pool = sets.coords_oof.tolist()[-6:] + sets.coords.tolist()[:6] + [vocab[t] for t in V.END_TOKENS] + [5, 6]
-    for trial in range(40):
+    for _ in range(40):
         tokens = fields_to_tokens(vocab, lay, random_fields(kind, lay.waypoints, rng), IMAGE)[1:]
         for _ in range(rng.randint(0, 2)):
             tokens[rng.randrange(len(tokens))] = rng.choice(pool)

@@ -1,7 +1,6 @@
 """Layouts: block sizes per kind, layout from start token + block size, dual-arm order."""
 from __future__ import annotations
 
-
 import pytest
 
 from plan_stack.planning import layouts as L

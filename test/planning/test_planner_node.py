@@ -17,9 +17,9 @@ from plan_stack.msg import Observation, PlanFeatures, VisualPlan
 from plan_stack.planning.planner_node import PlannerNode
 from plan_stack.planning.tiny_models import BLOCK, CAMERAS, PREFIX, images, make_model_dir
 from plan_stack.ros.action_client import ActionCall, GoalRejected
+from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.params import ParameterError
 from plan_stack.ros.qos import RELIABLE_QOS
-from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.testing import executor_with, ros_context
 
 pytestmark = pytest.mark.ros

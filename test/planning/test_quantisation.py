@@ -1,15 +1,14 @@
 """Quantisation: bin round trip, the formula, model coordinate ranges."""
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plan_stack.planning import layouts as L
+from plan_stack.planning.errors import LayoutError
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens, tokens_to_fields
 from plan_stack.planning.quantisation import RANGES, dequantise, merge_ranges, quantise
-from plan_stack.planning.errors import LayoutError
 
 IMAGE = (640, 480)
 

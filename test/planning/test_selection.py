@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from plan_stack.planning import layouts as L
-from plan_stack.planning.grammar import check_block
-from plan_stack.planning.selection import select_block
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import LayoutError
+from plan_stack.planning.grammar import check_block
+from plan_stack.planning.selection import select_block
 
 IMAGE = (640, 480)
 

@@ -1,12 +1,11 @@
 """Tool calls: text round trip and malformed calls."""
 from __future__ import annotations
 
-
 import pytest
 
-from plan_stack.planning.tool_call import parse_tool_call, tool_call_text
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import ToolCallError
+from plan_stack.planning.tool_call import parse_tool_call, tool_call_text
 
 IMAGE = (640, 480)
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from plan_stack.planning import layouts as L
-from plan_stack.planning.grammar import TokenSets, check_block
 from plan_stack.planning import training as TR
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.grammar import TokenSets, check_block
 
 
 def test_block_weights_follow_the_recipe(text_target):

@@ -13,13 +13,11 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from plan_stack.config import param, validate
-from plan_stack.config import ConfigError
-from plan_stack.ros.diagnostics import WARN
+from plan_stack.config import ConfigError, param, validate
+from plan_stack.ros.diagnostics import WARN, Diagnostics
 from plan_stack.ros.lifecycle import fail, run_nodes
+from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import SENSOR_QOS, qos_by_name
-from plan_stack.ros.diagnostics import Diagnostics
-from plan_stack.ros.params import declare_config, ParameterError
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 

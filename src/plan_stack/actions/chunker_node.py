@@ -36,14 +36,14 @@ from rclpy.node import Node
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.actions.head import load_checkpoint
-from plan_stack.paths import find_data
 from plan_stack.actions.policy import ChunkPolicy
 from plan_stack.actions.rtc.runtime import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
 from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK, STALE, WARN
+from plan_stack.paths import find_data
+from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, qos_by_name

@@ -13,14 +13,15 @@ to the expert's commands.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import RtcError
-from plan_stack.actions.rtc.runtime import align_previous, RtcRequest
+from plan_stack.actions.rtc.runtime import RtcRequest, align_previous
 
 __all__ = ["Sampler", "ChunkExecutor", "Rollout", "rollout", "seam_metrics"]
 

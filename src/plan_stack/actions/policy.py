@@ -8,14 +8,14 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.actions.head import Context, FlowHead
-from plan_stack.actions.rtc.guides import Guidance, prefix_weights, PrefixConditioning, Schedule, Unguided
+from plan_stack.actions.rtc.guides import Guidance, PrefixConditioning, Schedule, Unguided, prefix_weights
 from plan_stack.actions.rtc.runtime import Method, RtcRequest
 from plan_stack.actions.rtc.sampling import integrate
 

@@ -15,7 +15,8 @@ import json
 import math
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -196,7 +197,8 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
             raise CheckpointError(f"out_dir: {out_dir!r} holds a run with another head config or RTC setting; "
                                   "use a new directory or --fresh")
         if not force_resume and old_meta.get("data") != meta.get("data"):
-            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data ({_data_summary(old_meta.get('data'))}"
+            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data "
+                                  f"({_data_summary(old_meta.get('data'))}"
                                   f", now {_data_summary(meta.get('data'))}); use the same episodes, a new "
                                   "directory, --fresh, or --force-resume")
         head.load_state_dict(loaded.state_dict())

@@ -93,7 +93,8 @@ class BagWriter:
     def pose(self, t_s: float, frame_id: str, pose7):
         T = self.ts.types
         p = T["geometry_msgs/msg/Point"](x=float(pose7[0]), y=float(pose7[1]), z=float(pose7[2]))
-        q = T["geometry_msgs/msg/Quaternion"](w=float(pose7[3]), x=float(pose7[4]), y=float(pose7[5]), z=float(pose7[6]))
+        q = T["geometry_msgs/msg/Quaternion"](w=float(pose7[3]), x=float(pose7[4]), y=float(pose7[5]),
+                                              z=float(pose7[6]))
         return T["geometry_msgs/msg/PoseStamped"](header=self.header(t_s, frame_id),
                                                   pose=T["geometry_msgs/msg/Pose"](position=p, orientation=q))
 

@@ -15,12 +15,12 @@ import glob
 import hashlib
 import json
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["RobotSpec", "ROBOTS", "Keyframe", "annotation_files", "load_keyframes", "load_episode_keyframes", "data_fingerprint",
-           "episode_seed"]
+__all__ = ["RobotSpec", "ROBOTS", "Keyframe", "annotation_files", "load_keyframes", "load_episode_keyframes",
+           "data_fingerprint", "episode_seed"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,21 +13,22 @@ Metric coordinates are quantised with the model's own ranges (`fit_ranges`).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from plan_stack.data.episodes import Keyframe, RobotSpec
 from plan_stack.planning import layouts as L
-
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.quantisation import Ranges
 from plan_stack.planning.tool_call import tool_call_text
+
 __all__ = ["primitives_of", "response_tokens", "make_sample", "fit_ranges", "SPACE"]
 
 #: metric space and axes of each robot kind's 3D part
-SPACE = {"dual_3d": ("robot", ("x", "y", "z")), "dual_2d3d": ("robot", ("x", "y", "z")), "robot_2d3d": ("robot", ("x", "y", "z")),
-         "drive_2d3d": ("drive", ("x", "y"))}
+SPACE = {"dual_3d": ("robot", ("x", "y", "z")), "dual_2d3d": ("robot", ("x", "y", "z")),
+         "robot_2d3d": ("robot", ("x", "y", "z")), "drive_2d3d": ("drive", ("x", "y"))}
 
 
 def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[PrimitiveFields]]]:

@@ -50,7 +50,7 @@ from plan_stack.embodiments.validation import (
     stop_trajectory,
 )
 from plan_stack.ros.clock import on_clock_reset
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK, STALE, WARN
+from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import clock_s, stamp_to_s

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -201,7 +202,7 @@ class EngineSet:
 
         return step
 
-    def drafter(self, drafter: Any) -> "EngineDrafter":
+    def drafter(self, drafter: Any) -> EngineDrafter:
         return EngineDrafter(drafter, self)
 
     def vision(self, image_size: tuple[int, int], images: int) -> Callable[..., Any]:

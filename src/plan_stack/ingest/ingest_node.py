@@ -32,12 +32,12 @@ from plan_stack.ingest.monitor import Level, StreamMonitor
 from plan_stack.ingest.preprocess import Preprocessor
 from plan_stack.ingest.sync import JOINTS, DropReason, SyncedSet, Synchronizer, Update
 from plan_stack.msg import Observation
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK, WARN
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
+from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import qos_by_name
 from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
-from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
 
 __all__ = ["IngestNode", "main"]
 

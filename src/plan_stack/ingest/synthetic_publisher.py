@@ -24,11 +24,10 @@ import rclpy
 from sensor_msgs.msg import Image, JointState
 
 from plan_stack.ingest.synthetic import joint_positions, schedule
+from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.lifecycle import ros_session
 from plan_stack.ros.qos import QOS_BY_NAME, qos_by_name
 from plan_stack.ros.time import s_to_stamp
-from plan_stack.ros.image import numpy_to_image
-
 
 _time = s_to_stamp
 

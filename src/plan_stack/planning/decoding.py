@@ -35,21 +35,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from plan_stack.config import param, validate
 from plan_stack.planning import layouts as L
+from plan_stack.planning import vocab as V
+from plan_stack.planning.errors import LayoutError, PlanningError, ToolCallError
 from plan_stack.planning.fields import PrimitiveFields, tokens_to_fields
 from plan_stack.planning.grammar import Grammar, TokenSets, check_block
 from plan_stack.planning.quantisation import Ranges, merge_ranges
 from plan_stack.planning.selection import select_block
-from plan_stack.planning.tool_call import parse_tool_call
-from plan_stack.planning import vocab as V
-from plan_stack.planning.errors import LayoutError, PlanningError, ToolCallError
 from plan_stack.planning.target import Prompt, StepOut, TargetAdapter
+from plan_stack.planning.tool_call import parse_tool_call
 
 DECODERS = ("ar", "dflash", "vflash")
 
@@ -172,7 +173,7 @@ class Tracker:
         self._start_ids = vocab.start_ids
         self._id_to_token = {vocab[t]: t for t in V.START_TOKENS}
 
-    def copy(self) -> "Tracker":
+    def copy(self) -> Tracker:
         t = object.__new__(Tracker)
         t.__dict__.update(self.__dict__)
         t.grammar = self.grammar.copy() if self.grammar is not None else None

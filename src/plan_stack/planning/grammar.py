@@ -22,9 +22,9 @@ class TokenSets:
         self.oof = vocab[V.OOF]
         self.coords_oof = torch.cat([self.coords, torch.tensor([self.oof])])
         self._single: dict[int, torch.Tensor] = {}
-        self._index: dict[tuple[str, int], "_LayoutIndex"] = {}
+        self._index: dict[tuple[str, int], _LayoutIndex] = {}
 
-    def index(self, layout: "Layout") -> "_LayoutIndex":
+    def index(self, layout: Layout) -> _LayoutIndex:
         """Vectorised view of a layout (cached): used by the gate and `select_block`."""
         key = (layout.kind, layout.waypoints)
         idx = self._index.get(key)
@@ -139,7 +139,7 @@ class Grammar:
             raise LayoutError("budget too small to close the primitive")
         return torch.cat([s.coords_oof if part.oof else s.coords, s.single(s.vocab[part.end])])
 
-    def copy(self) -> "Grammar":
+    def copy(self) -> Grammar:
         """Independent copy for speculative look-ahead (shares the token sets)."""
         g = object.__new__(Grammar)
         g.__dict__.update(self.__dict__)

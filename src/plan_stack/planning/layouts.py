@@ -14,10 +14,11 @@ logits) and `fields` (blocks <-> `plan_stack/msg/Primitive` fields).
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
+from functools import cache
 
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import LayoutError
+
 
 @dataclasses.dataclass(frozen=True)
 class Part:
@@ -96,7 +97,7 @@ def block_size_of(kind: str, waypoints: int) -> int:
     return arms * sum(2 + len(p.axes) * (1 if p.box else waypoints) for p in parts)
 
 
-@lru_cache(maxsize=None)
+@cache
 def make_layout(kind: str, waypoints: int = 1) -> Layout:
     """Layout of `kind` with P = `waypoints` (boxes always have one tuple)."""
     if kind not in KINDS:

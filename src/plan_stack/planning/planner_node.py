@@ -46,11 +46,11 @@ from plan_stack.paths import find_data
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.model_dir import load_planner_model
 from plan_stack.planning.runtime import FrameInput, MalformedObservation, PlannerRuntime, PlanOutput, RuntimeConfig
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK, WARN
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
+from plan_stack.ros.image import ImageError, image_to_numpy
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import RELIABLE_QOS
-from plan_stack.ros.image import ImageError, image_to_numpy
 from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["PlannerNodeConfig", "PlannerNode", "main"]

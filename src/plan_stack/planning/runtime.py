@@ -30,15 +30,15 @@ import dataclasses
 import itertools
 import math
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.planning import layouts as L
-from plan_stack.planning.fields import PrimitiveFields
 from plan_stack.planning.decoding import DECODERS, DecoderConfig
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.fields import PrimitiveFields
 from plan_stack.planning.model_dir import PlannerModel, prompt_text
 
 __all__ = ["RuntimeConfig", "FrameInput", "PlanOutput", "MalformedObservation", "PlannerRuntime",

@@ -18,7 +18,7 @@ import dataclasses
 import math
 import os
 import random
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -26,12 +26,12 @@ from torch.nn import functional as F
 
 from plan_stack.config import param, validate
 from plan_stack.planning import layouts as L
-from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
-from plan_stack.planning.tool_call import tool_call_text
 from plan_stack.planning import vocab as V
 from plan_stack.planning.drafter import Drafter, load_drafter, packed_mask, save_drafter
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.target import Prompt, TargetAdapter
+from plan_stack.planning.tool_call import tool_call_text
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,8 @@ holds exactly one token (position alignment, DESIGN section 4). `<oof>` marks a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from plan_stack.planning.errors import PlanningError
 
@@ -43,7 +44,7 @@ class Vocab:
     eos_ids: tuple[int, ...]
 
     @classmethod
-    def from_tokenizer(cls, tokenizer: Any, extra_eos: Iterable[str] = ()) -> "Vocab":
+    def from_tokenizer(cls, tokenizer: Any, extra_eos: Iterable[str] = ()) -> Vocab:
         """Look up every primitive token; raise naming the first missing one."""
         ids = {}
         for tok in PRIMITIVE_TOKENS:

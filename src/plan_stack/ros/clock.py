@@ -1,11 +1,9 @@
 """Clock resets: a callback when a node's ROS time jumps backwards (a simulator reset or restart)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rclpy.node import Node
-
-
 
 #: A backward jump of ROS time by more than this (s) is a clock reset (a simulator reset or restart).
 CLOCK_RESET_S = 1e-3

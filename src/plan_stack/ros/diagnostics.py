@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-
-
 
 from plan_stack.ros.qos import DIAGNOSTICS_QOS
 

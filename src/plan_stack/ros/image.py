@@ -85,7 +85,7 @@ def numpy_to_image(array: np.ndarray, encoding: str, header=None, step: int | No
     if arr.ndim == 3 and channels == 1 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
     if arr.ndim != expected_ndim or (channels > 1 and arr.shape[2] != channels):
-        raise ImageError(f"{encoding} needs shape (H, W{', %d' % channels if channels > 1 else ''}), got {arr.shape}")
+        raise ImageError(f"{encoding} needs shape (H, W{f', {channels}' if channels > 1 else ''}), got {arr.shape}")
     if arr.dtype != dtype:
         raise ImageError(f"{encoding} needs dtype {dtype}, got {arr.dtype}")
     height, width = arr.shape[:2]

@@ -13,7 +13,8 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
@@ -21,10 +22,9 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from plan_stack.config import ConfigError
-
-
 from plan_stack.ros.diagnostics import ERROR, Diagnostics
 from plan_stack.ros.params import check_overrides
+
 
 def _close(node: Node) -> None:
     close = getattr(node, "close", None)
@@ -54,7 +54,7 @@ class _StopSignals:
         self.event = threading.Event()
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_StopSignals":
+    def __enter__(self) -> _StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, lambda _s, _f: self.event.set())

@@ -1,7 +1,6 @@
 """The named QoS profiles every plan_stack node chooses from, by meaning (`qos_by_name` for YAML)."""
 from __future__ import annotations
 
-
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -11,7 +10,6 @@ from rclpy.qos import (
 )
 
 from plan_stack.config import ConfigError
-
 
 #: Raw sensor streams (cameras, joint states): best effort, keep last 5.
 SENSOR_QOS = QoSProfile(

@@ -7,8 +7,8 @@ until a condition holds or a deadline passes (never sleeps blindly).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import rclpy
 from rclpy.context import Context

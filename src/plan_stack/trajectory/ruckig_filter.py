@@ -64,7 +64,7 @@ class _Schedule:
     times: tuple[tuple[float, ...], ...]  # sample times after a recomputation, for each number of samples
 
     @classmethod
-    def create(cls, M: int, dt: float, stride: int, lookahead: int) -> "_Schedule":
+    def create(cls, M: int, dt: float, stride: int, lookahead: int) -> _Schedule:
         starts = list(range(0, M - 1, stride))
         # Near the end every recomputation would aim at the last sample with the same velocity:
         # the first of them is followed to the end instead (the rest of a time-optimal profile is

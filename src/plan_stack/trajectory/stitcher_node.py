@@ -21,9 +21,9 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.config import param, validate
 from plan_stack.msg import ActionChunk
-from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.action_client import ActionCall, ActionCallError
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK, WARN
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
+from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.trajectory.config import StitcherConfig

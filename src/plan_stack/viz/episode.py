@@ -11,8 +11,8 @@ frame), so the picture shows what the robot did, not what was scripted.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -38,10 +38,10 @@ def demo_plan_picture(bag: str | os.PathLike, out_png: str | os.PathLike, *, tas
 
     `camera` is cam_high's CameraModel at the recorded size, `camera_pose` its optical frame in world.
     """
-    from plan_stack.embodiments.aloha.annotation import build_annotation
-    from plan_stack.embodiments.aloha.model import ARMS
     from plan_stack.data.annotation import KeyframeInput
     from plan_stack.data.bags import read_bag
+    from plan_stack.embodiments.aloha.annotation import build_annotation
+    from plan_stack.embodiments.aloha.model import ARMS
 
     image_topic = f"/cameras/{camera.name}/image_raw"
     topics = {image_topic, *(f"/ground_truth/{arm}_gripper/pose" for arm in ARMS)}

@@ -8,7 +8,7 @@ NaN pair = out of frame; `(u1, v1, u2, v2)` for boxes). No ROS imports.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

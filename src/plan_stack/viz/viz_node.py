@@ -28,11 +28,11 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from plan_stack.msg import Observation, VisualPlan
-from plan_stack.ros.diagnostics import Diagnostics, OK, WARN
+from plan_stack.ros.diagnostics import OK, WARN, Diagnostics
+from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import qos_by_name
-from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
 from plan_stack.viz.config import VizConfig, VizStyle
 from plan_stack.viz.markers import MarkerSpec, plan_markers
 from plan_stack.viz.overlay import draw_overlay

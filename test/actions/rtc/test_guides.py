@@ -1,14 +1,12 @@
 """RTC guides: schedules, guidance weight, prefix conditioning and guidance (toy velocity functions)."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
 
-from plan_stack.actions.rtc.guides import Guidance, guidance_weight, prefix_weights, PrefixConditioning, Unguided
+from plan_stack.actions.rtc.guides import Guidance, PrefixConditioning, Unguided, guidance_weight, prefix_weights
 from plan_stack.actions.rtc.sampling import integrate
-
 
 # --- schedules and guidance weight ---------------------------------------------------------------
 

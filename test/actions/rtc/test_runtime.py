@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from plan_stack.actions.errors import RtcError
-from plan_stack.actions.rtc.runtime import align_previous, DelayEstimator, Method, plan_horizon, RtcConfig, RtcRuntime
+from plan_stack.actions.rtc.runtime import DelayEstimator, Method, RtcConfig, RtcRuntime, align_previous, plan_horizon
 from plan_stack.config import ConfigError
-
 
 # --- alignment -----------------------------------------------------------------------------------
 

@@ -1,7 +1,6 @@
 """The Euler loop: a point-mass velocity field is recovered exactly."""
 from __future__ import annotations
 
-
 import pytest
 import torch
 

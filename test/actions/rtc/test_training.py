@@ -1,13 +1,11 @@
 """Training-time RTC: clean-prefix inputs, masked loss, simulated delays."""
 from __future__ import annotations
 
-
 import pytest
 import torch
 
 from plan_stack.actions.errors import RtcError
 from plan_stack.actions.rtc.training import masked_flow_loss, sample_delays, training_time_inputs
-
 
 # --- training-time RTC ---------------------------------------------------------------------------
 

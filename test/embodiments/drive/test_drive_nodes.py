@@ -26,9 +26,9 @@ from plan_stack.embodiments.drive.bridge_node import DriveBridgeNode  # noqa: E4
 from plan_stack.embodiments.drive.sim_node import DriveSimNode  # noqa: E402
 from plan_stack.msg import DriveTrajectory, Primitive, VisualPlan  # noqa: E402
 from plan_stack.ros.diagnostics import ERROR  # noqa: E402
+from plan_stack.ros.image import image_to_numpy  # noqa: E402
 from plan_stack.ros.params import ParameterError  # noqa: E402
 from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
-from plan_stack.ros.image import image_to_numpy  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"

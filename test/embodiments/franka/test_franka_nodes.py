@@ -28,8 +28,8 @@ from plan_stack.embodiments.franka.sim_node import FrankaSimNode  # noqa: E402
 from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
 from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
 from plan_stack.ros.diagnostics import WARN  # noqa: E402
-from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"

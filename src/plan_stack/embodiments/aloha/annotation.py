@@ -13,12 +13,20 @@ recorders are in `data.annotation`.
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from plan_stack.data.annotation import (
+    KeyframeInput,
+    Subtask,
+    camera_annotation,
+    path_annotation,
+    round_or_none,
+    subtask_at,
+    subtasks_annotation,
+)
 from plan_stack.embodiments.aloha.model import ARMS
-from plan_stack.data.annotation import (camera_annotation, KeyframeInput, path_annotation, round_or_none, Subtask, subtask_at, subtasks_annotation)
 from plan_stack.embodiments.camera import CameraModel
 
 __all__ = ["FORMAT", "build_annotation", "read_annotation"]

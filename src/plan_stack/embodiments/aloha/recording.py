@@ -24,11 +24,11 @@ import os
 
 import numpy as np
 
+from plan_stack.data.annotation import KeyframeInput, box_from_mask, write_annotation
+from plan_stack.data.bags import BagWriter
+from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
 from plan_stack.embodiments.aloha.annotation import build_annotation
 from plan_stack.embodiments.aloha.model import ARMS, CAMERAS, JOINT_NAMES, stack_to_joint
-from plan_stack.data.annotation import box_from_mask, KeyframeInput, write_annotation
-from plan_stack.data.bags import BagWriter
-from plan_stack.data.recording import every_steps, new_bag_path, RecordOptions
 
 __all__ = ["RecordOptions", "BagWriter", "record_episode", "TOPICS"]
 

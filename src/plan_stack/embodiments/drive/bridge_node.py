@@ -22,13 +22,13 @@ from plan_stack.embodiments.drive.errors import DriveError
 from plan_stack.embodiments.drive.msg_convert import ego_from_odometry, primitives_of, trajectory_to_msg
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams
-from plan_stack.ros.time import clock_s, stamp_to_s
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.msg import VisualPlan
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK, STALE, WARN
+from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["DriveBridgeNode", "main"]
 

@@ -33,7 +33,7 @@ from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 from plan_stack.embodiments.node_common import CameraPublisher, ClockPublisher, Every, SimNode
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
-from plan_stack.ros.diagnostics import Diagnostics, ERROR, OK
+from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS

@@ -26,12 +26,22 @@ import os
 
 import numpy as np
 
-from plan_stack.data.annotation import (box_from_mask, camera_annotation, KeyframeInput, path_annotation, round_or_none, Subtask, subtask_at, subtasks_annotation, write_annotation)
+from plan_stack.data.annotation import (
+    KeyframeInput,
+    Subtask,
+    box_from_mask,
+    camera_annotation,
+    path_annotation,
+    round_or_none,
+    subtask_at,
+    subtasks_annotation,
+    write_annotation,
+)
+from plan_stack.data.bags import BagWriter
+from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
 from plan_stack.embodiments.franka.expert import ExpertConfig, plan_pick_place
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, MAX_WIDTH_M, READY_POSE
 from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
-from plan_stack.data.bags import BagWriter
-from plan_stack.data.recording import every_steps, new_bag_path, RecordOptions
 
 __all__ = ["FORMAT", "INSTRUCTION", "RecordOptions", "Subtask", "record_episode", "TOPICS"]
 

@@ -35,7 +35,7 @@ from plan_stack.embodiments.node_common import (
     follow_trajectory_msg,
     pose_msg,
 )
-from plan_stack.ros.diagnostics import Diagnostics, ERROR
+from plan_stack.ros.diagnostics import ERROR, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 
