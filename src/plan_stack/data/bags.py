@@ -31,7 +31,7 @@ from plan_stack.stamps import s_to_ns, s_to_sec_nanosec
 __all__ = ["BagWriter", "BagWriterError", "SplitBagWriter", "read_bag"]
 
 
-def read_bag(path: str | os.PathLike, topics=None) -> dict[str, list[tuple[float, object]]]:
+def read_bag(path: str | os.PathLike, topics=None) -> dict[str, list[tuple[float, Any]]]:
     """Messages of a bag folder by topic, as (bag time in s, deserialised message) in time order.
 
     `topics` limits what is deserialised (all topics when None). Messages come back as `rosbags`
@@ -40,7 +40,7 @@ def read_bag(path: str | os.PathLike, topics=None) -> dict[str, list[tuple[float
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
-    out: dict[str, list[tuple[float, object]]] = {}
+    out: dict[str, list[tuple[float, Any]]] = {}
     with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
         conns = [c for c in reader.connections if topics is None or c.topic in topics]
         for conn, t_ns, raw in reader.messages(connections=conns):
@@ -137,7 +137,7 @@ class SplitBagWriter:
         self._files: list[dict[str, Any]] = []  # metadata of closed splits
         self._topic_counts: dict[str, int] = {}
         self._topic_meta: dict[str, dict[str, Any]] = {}  # topic -> rosbag2 topic_metadata of closed splits
-        self._writer = None
+        self._writer: Any = None  # rosbags Writer of the open split
         self._conns: dict[str, Any] = {}
         self._split_dir: Path | None = None
         self._opened_at = 0.0

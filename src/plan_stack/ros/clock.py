@@ -23,4 +23,4 @@ def on_clock_reset(node: Node, callback: Callable[[], None]) -> None:
     handle = node.get_clock().create_jump_callback(threshold, post_callback=lambda _jump: callback())
     handles = getattr(node, "_plan_stack_jump_handles", [])
     handles.append(handle)  # the handle must outlive the node's use of it
-    node._plan_stack_jump_handles = handles
+    node._plan_stack_jump_handles = handles  # type: ignore[attr-defined]  # kept alive with the node

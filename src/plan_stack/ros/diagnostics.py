@@ -38,7 +38,7 @@ class Diagnostics:
         # takes an argument, and `publish(only=...)` would take it for a status list.
         self._timer = node.create_timer(period_s, lambda: self.publish())
 
-    def report(self, name: str, level: int, message: str, now: bool = False, **values: Any) -> None:
+    def report(self, name: str, level: int, message: str, *, now: bool = False, **values: Any) -> None:
         status = DiagnosticStatus(
             level=level,
             name=f"{self._node.get_name()}: {name}",

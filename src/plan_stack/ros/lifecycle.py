@@ -74,7 +74,7 @@ def fail(node: Node, reason: str) -> None:
             diagnostics.report("fatal", ERROR, reason, now=True)
         except Exception:  # the context may be closing; the log and the exit status still say it
             pass
-    node.fatal_error = reason
+    node.fatal_error = reason  # type: ignore[attr-defined]  # any rclpy Node; read by run_nodes
 
 
 @contextlib.contextmanager
@@ -147,7 +147,7 @@ def run_nodes(
                     failed = [n for n in nodes if getattr(n, "fatal_error", None)]
                     if failed:
                         for n in failed:
-                            sys.stderr.write(f"plan_stack: node {n.get_name()} failed: {n.fatal_error}\n")
+                            sys.stderr.write(f"plan_stack: node {n.get_name()} failed: {n.fatal_error}\n")  # type: ignore[attr-defined]
                         status = 1
                         break
                     signals.event.wait(STOP_POLL_S)
