@@ -48,16 +48,6 @@ def _plan(stamp, points, horizon_s, kind="drive_3d") -> VisualPlan:
     return plan
 
 
-def wait_for(predicate, timeout_s: float) -> bool:
-    """Poll while the executor spins on its own thread (the sim streams faster than spin_once keeps up)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
 def test_sim_rejects_rates_above_physics():
     with ros_context() as ctx:
         with pytest.raises(ParameterError, match="^odom_rate_hz"):
@@ -65,7 +55,7 @@ def test_sim_rejects_rates_above_physics():
                                                            Parameter("scene.timestep_s", value=0.02)])
 
 
-def test_drive_stack_end_to_end():
+def test_drive_stack_end_to_end(wait_for):
     with ros_context() as ctx:
         sim = DriveSimNode(context=ctx, parameter_overrides=[
             Parameter("camera_width", value=W), Parameter("camera_height", value=H),
