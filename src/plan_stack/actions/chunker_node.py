@@ -1,4 +1,4 @@
-"""`chunker` node: Observation + PlanFeatures -> ActionChunk, with RTC (DESIGN section 5).
+"""`chunker` node: Observation + PlanFeatures -> ActionChunk, with RTC.
 
 Wiring only: parameters -> ChunkerConfig + RtcConfig, the checkpoint ->
 `ChunkPolicy`, the execution timeline and RTC state -> `RtcRuntime`.

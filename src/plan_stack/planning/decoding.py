@@ -1,4 +1,4 @@
-"""AR, DFlash and VFlash decoders behind one call (DESIGN section 4, Algorithm 1 of seed 001).
+"""AR, DFlash and VFlash decoders behind one call (Algorithm 1 of *VFlash: Enabling System-1 VLMs for Physical AI*).
 
 Loop invariant (all decoders): `tokens` is the committed output; the target
 KV cache holds the prompt and every committed token except the last one, the

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import LayoutError
 
-#: value ranges (lower, upper) per coordinate space and axis (DESIGN section 4)
+#: value ranges (lower, upper) per coordinate space and axis
 RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "robot": {"x": (-5.0, 5.0), "y": (-5.0, 5.0), "z": (0.0, 10.0)},  # camera optical frame, m
     "drive": {"x": (-10.0, 200.0), "y": (-50.0, 50.0)},  # ego frame, m

@@ -10,7 +10,7 @@ TOOL_NAME = "atomic_decoding"
 
 
 def tool_call_text(block_size: int) -> str:
-    """The exact tool call a target writes before a primitive (DESIGN section 4)."""
+    """The exact tool call a target writes before a primitive ."""
     body = json.dumps({"name": TOOL_NAME, "arguments": {"block_size": int(block_size)}}, separators=(",", ":"))
     return f"{V.TOOL_CALL_START}{body}{V.TOOL_CALL_END}"
 

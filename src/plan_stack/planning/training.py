@@ -1,4 +1,4 @@
-"""Drafter training on annotated primitives (DESIGN section 4, seed 001 "training recipe").
+"""Drafter training on annotated primitives (the VFlash training recipe).
 
 * Labels are the annotated response tokens (sub-task text, tool call and the
   primitive block quantised from ground truth), never target continuations.

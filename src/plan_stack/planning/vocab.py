@@ -1,7 +1,7 @@
 """Special tokens of the primitive vocabulary and their ids in a tokenizer.
 
 Coordinates are single tokens `<0>`...`<1000>` so that every slot of a layout
-holds exactly one token (position alignment, DESIGN section 4). `<oof>` marks a
+holds exactly one token (position alignment). `<oof>` marks a
 2D projection outside the image; `<text_mask>` is the drafter's MASK input.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-joint triple-integrator MPC (DESIGN §6) with a closed-form fast path.
+"""Per-joint triple-integrator MPC with a closed-form fast path.
 
 Each continuous joint is an independent triple integrator with piecewise-
 constant jerk over each sample period (exact zero-order-hold discretisation,

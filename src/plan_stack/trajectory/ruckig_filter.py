@@ -45,7 +45,7 @@ class _Dof:
     def __init__(self, dof: int) -> None:
         self.otg = Ruckig(dof)
         self.inp = InputParameter(dof)
-        self.inp.synchronization = Synchronization.No  # joints are independent (DESIGN §6)
+        self.inp.synchronization = Synchronization.No  # joints are independent
         self.inp.target_acceleration = [0.0] * dof  # every target here is reached with a = 0
         self.traj = Trajectory(dof)
         self.limits: Limits | None = None  # limits currently loaded into inp

@@ -1,4 +1,4 @@
-"""`stitcher` node: ActionChunk in, limit-checked JointTrajectory out (DESIGN §3, §6).
+"""`stitcher` node: ActionChunk in, limit-checked JointTrajectory out.
 
 Wiring only: parameters -> StitcherConfig / StitcherNodeConfig, chunks ->
 `Stitcher.process`, result -> `trajectory` (and optionally the bridge's

@@ -1,4 +1,4 @@
-"""Cross-chunk stitching: one ActionChunk in, one executable trajectory out (DESIGN §6).
+"""Cross-chunk stitching: one ActionChunk in, one executable trajectory out.
 
 Timeline. The stitcher keeps the trajectory it emitted last (the *active*
 one: what was sent and when sample 0 is due). A new chunk is aligned to the
