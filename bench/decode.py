@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     import numpy as np
     import torch
 
-    from plan_stack.planning.decoding import Decoder, DecoderConfig
+    from plan_stack.planning.decoding import DECODERS, Decoder, DecoderConfig
     from plan_stack.planning.drafter import new_drafter, num_params
     from plan_stack.planning.target import tiny_target
     from plan_stack.planning.tool_call import tool_call_text
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 prefix = target.tokenizer.encode(tool_call_text(block) + start, add_special_tokens=False)
                 budget = len(prefix) + block - 1  # stop right after the primitive
             group = {}
-            for decoder in ("ar", "dflash", "vflash"):
+            for decoder in DECODERS:
                 if args.device == "cuda":
                     torch.cuda.reset_peak_memory_stats()
                 times, results = [], []
