@@ -202,6 +202,7 @@ class SplitBagWriter:
         if self._writer is None:
             return
         writer, split_dir = self._writer, self._split_dir
+        assert split_dir is not None  # set together with the writer
         self._writer = None
         writer.close()
         if not self._pending:

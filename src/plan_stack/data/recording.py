@@ -50,5 +50,7 @@ def new_bag_path(out_dir: str | os.PathLike, stem: str) -> Path:
 def every_steps(dt_s: float, *, rate_hz: float | None = None, period_s: float | None = None) -> int:
     """Steps of `dt_s` per period (`1 / rate_hz` or `period_s`), at least 1: the divider of a rate on a
     fixed-step loop."""
-    n = 1.0 / (rate_hz * dt_s) if rate_hz is not None else period_s / dt_s
+    if rate_hz is None and period_s is None:
+        raise ValueError("every_steps: give rate_hz or period_s")
+    n = 1.0 / (rate_hz * dt_s) if rate_hz is not None else period_s / dt_s  # type: ignore[operator]
     return max(1, int(round(n)))

@@ -82,7 +82,8 @@ def fit_ranges(keyframes: Sequence[Keyframe], spec: RobotSpec, margin: float = 0
     """
     space, axes = SPACE[spec.kind]
     pts = np.concatenate([p for kf in keyframes for p in kf.points])
-    ranges, workspace = {space: {}}, {space: {}}
+    ranges: dict[str, dict[str, list[float]]] = {space: {}}
+    workspace: dict[str, dict[str, list[float]]] = {space: {}}
     for i, axis in enumerate(axes):
         lo, hi = float(pts[:, i].min()) - margin, float(pts[:, i].max()) + margin
         workspace[space][axis] = [round(lo, 4), round(hi, 4)]

@@ -50,6 +50,14 @@ _SCALAR_TYPES = {
 }
 
 
+def _ros_type(kind: FieldKind) -> Any:
+    """The ROS parameter type of a field that is not dynamically typed."""
+    if kind.scalar is not None:
+        return _SCALAR_TYPES[kind.scalar]
+    assert kind.item is not None  # config.field_kinds: a field is a scalar, a sequence or dynamic
+    return _ARRAY_TYPES[kind.item]
+
+
 def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind, read_only: bool) -> ParameterDescriptor:
     info = info_of(f)
     desc = ParameterDescriptor(name=name, description=info.description, read_only=read_only)
@@ -57,7 +65,7 @@ def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind, read_only: boo
         desc.dynamic_typing = True
         desc.type = ParameterType.PARAMETER_NOT_SET
         return desc
-    desc.type = _SCALAR_TYPES[kind.scalar] if kind.scalar else _ARRAY_TYPES[kind.item]
+    desc.type = _ros_type(kind)
     if info.choices is not None:
         desc.additional_constraints = f"one of {list(info.choices)}"
     # rclpy enforces ranges only on scalars; sequences are checked by the config.
@@ -96,7 +104,7 @@ def _declaration(f: dataclasses.Field, kind: FieldKind) -> tuple[Any, Any]:
     if default is _REQUIRED or (empty_list and not kind.dynamic):
         if kind.dynamic:
             return None, default
-        ros_type = _SCALAR_TYPES[kind.scalar] if kind.scalar else _ARRAY_TYPES[kind.item]
+        ros_type = _ros_type(kind)
         return Parameter.Type(ros_type), default
     return (list(default) if isinstance(default, tuple) else default), default
 
