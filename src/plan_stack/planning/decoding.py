@@ -6,7 +6,7 @@ KV cache holds the prompt and every committed token except the last one, the
 the target cache (same length, features of the same positions).
 
 * `ar`: one target forward per token; greedy, restricted inside primitives
-  to the legal tokens of the grammar (layouts.Grammar).
+  to the legal tokens of the grammar (grammar.Grammar).
 * `dflash`: block [anchor, MASK x 15] drafted in one drafter pass, verified
   by one target pass; keep the longest prefix equal to the target's (masked)
   greedy tokens plus the target's own next token. Inside primitives drafts
@@ -233,7 +233,7 @@ class Decoder:
 
     def __init__(self, target: TargetAdapter, drafter: Any = None, config: DecoderConfig | None = None,
                  ranges: Ranges | None = None, workspace: Ranges | None = None):
-        """`ranges`: the model's coordinate ranges (`layouts.merge_ranges`; default `layouts.RANGES`);
+        """`ranges`: the model's coordinate ranges (`quantisation.merge_ranges`; default `quantisation.RANGES`);
         `workspace`: per space and axis the box a plausible drafted 3D waypoint lies in (None: no check)."""
         self.target = target
         self.drafter = drafter

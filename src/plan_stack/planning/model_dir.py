@@ -21,7 +21,7 @@ configs, steps, git commit, metrics at save time):
     primitive_kinds  layout kinds the model emits (planning.layouts kinds)
     budget           output token budget per plan
     coordinate_ranges  the model's metric quantisation ranges, {space: {axis: [lo, hi]}}
-                     laid over `layouts.RANGES` (absent: the fixed defaults)
+                     laid over `quantisation.RANGES` (absent: the fixed defaults)
     workspace        {space: {axis: [lo, hi]}}: where a plausible 3D waypoint lies
                      (the VFlash gate's geometric check; absent: no box check)
     gate_max_step_m  the gate's bound between consecutive 3D waypoints (absent/0: none)
@@ -117,7 +117,7 @@ class PlannerModel:
 
     @property
     def ranges(self) -> dict[str, dict[str, tuple[float, float]]]:
-        """Coordinate ranges the model was trained with (`layouts.RANGES` + manifest overrides)."""
+        """Coordinate ranges the model was trained with (`quantisation.RANGES` + manifest overrides)."""
         from plan_stack.planning.quantisation import merge_ranges
 
         return merge_ranges(self.manifest.get("coordinate_ranges") or {})
