@@ -12,8 +12,8 @@ launch_pytest = pytest.importorskip(
 import time  # noqa: E402
 
 import rclpy  # noqa: E402
-
 from launch import LaunchDescription  # noqa: E402
+
 from plan_stack.launch_support import generate_launch_description_for  # noqa: E402
 from plan_stack.robot_config import load_robot_config  # noqa: E402
 

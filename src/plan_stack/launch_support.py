@@ -89,9 +89,8 @@ def _actions(context, robot: str):
 def generate_launch_description_for(robot: str):
     """LaunchDescription: the arguments above, then one launch_ros Node per node of the chosen config."""
     try:
-        from launch.actions import DeclareLaunchArgument, OpaqueFunction
-
         from launch import LaunchDescription
+        from launch.actions import DeclareLaunchArgument, OpaqueFunction
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError(
             f"{exc}: launch files need ROS 2 `launch` and `launch_ros` (apt install "

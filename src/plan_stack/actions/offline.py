@@ -71,7 +71,9 @@ def rollout(policy: Sampler, episode: Episode, horizon: int, delay_steps: int, e
     executed = np.full((t_len, dim), np.nan)
     schedule = np.full((t_len, dim), np.nan)  # command due at each step, as known so far
     prev, prev_q = None, 0
-    seams, seam_pos, inf_ms = [], [], []
+    seams: list[int] = []
+    seam_pos: list[float] = []
+    inf_ms: list[float] = []
     for k in range(t_len):
         if k % s == 0:
             request, aligned = None, None

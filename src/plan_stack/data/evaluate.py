@@ -113,7 +113,7 @@ class Scorer:
         self.match = 0
         self.outliers = 0
         self.ms: dict[str, list[float]] = collections.defaultdict(list)
-        self.gate = collections.Counter()
+        self.gate: collections.Counter[str] = collections.Counter()
 
     def add(self, kf: Keyframe, pred: Prediction) -> None:
         self.n += 1

@@ -116,7 +116,9 @@ class TrtRunner:
                 b = DYNAMIC_BOUNDS.get(d) if isinstance(d, str) else (d, d, d)
                 if b is None:
                     raise EngineError(f"{onnx_path}: no TensorRT bounds for dynamic axis {d!r}")
-                lo.append(b[0]), opt.append(b[1]), hi.append(b[2])
+                lo.append(b[0])
+                opt.append(b[1])
+                hi.append(b[2])
             profile.set_shape(name, lo, opt, hi)
         config.add_optimization_profile(profile)
         blob = builder.build_serialized_network(network, config)

@@ -102,7 +102,7 @@ def make_blocks(seqs: Sequence[list[int]], prompt_lens: Sequence[int], spans: Se
         n_block += 1
 
     for si, (seq, plen, sp) in enumerate(zip(seqs, prompt_lens, spans)):
-        inside = set()
+        inside: set[int] = set()
         for start, layout in sp:
             a = plen + start
             if a + layout.block_size > len(seq) or seq[a] != vocab[layout.start_token]:

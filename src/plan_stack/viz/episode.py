@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from plan_stack.viz.render import write_png
 __all__ = ["demo_plan_picture"]
 
 
-def _positions(msgs: list[tuple[float, object]]) -> tuple[np.ndarray, np.ndarray]:
+def _positions(msgs: list[tuple[float, Any]]) -> tuple[np.ndarray, np.ndarray]:
     t = np.array([x[0] for x in msgs])
     p = np.array([(m.pose.position.x, m.pose.position.y, m.pose.position.z) for _, m in msgs])
     return t, p
