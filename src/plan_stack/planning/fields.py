@@ -122,7 +122,10 @@ def tokens_to_fields(vocab: V.Vocab, layout: Layout, tokens: Sequence[int], imag
             uv[arm].append(float("nan") if k is None else k * scale / V.N_BINS)
         else:
             lo, hi = (ranges or RANGES)[slot.space][slot.axis]
-            value = dequantise(vocab.coord_value(tok), lo, hi)
+            k = vocab.coord_value(tok)
+            if k is None:  # pragma: no cover - check_block above admits only coordinates here
+                raise LayoutError(f"{layout.kind} block has a non-coordinate token in a metric slot")
+            value = dequantise(k, lo, hi)
             if slot.axis == part.axes[0]:
                 pts[arm].append([])
             pts[arm][-1].append(value)

@@ -78,7 +78,8 @@ class Grammar:
                 raise LayoutError("Grammar needs a layout or an open kind")
             self.parts = KINDS[kind][0]  # open mode: one arm
             self.kind = kind
-            self._part, self._axis, self._wp, self.waypoints = 0, -1, 0, None
+            self._part, self._axis, self._wp = 0, -1, 0
+            self.waypoints: int | None = None  # P, fixed by the first part once it closes
             # -1 axis: next token is a coordinate or the end (after >= 1 waypoint)
         else:
             self.kind = layout.kind
@@ -86,6 +87,7 @@ class Grammar:
 
     # -- fixed layout --
     def _fixed_allowed(self) -> torch.Tensor:
+        assert self.layout is not None  # fixed-layout mode
         j = len(self.emitted) + 1
         slot = self.layout.slots[j]
         return self._coord_rule(slot.axis, slot.oof, slot.box_index, slot.token)
@@ -172,7 +174,7 @@ class Grammar:
         if not self.is_legal(token_id):
             raise LayoutError(f"token {token_id} is illegal at position {len(self.emitted) + 1}")
         k = self.sets.vocab.coord_value(token_id)
-        value = -1 if token_id == self.sets.oof else k
+        value = -1 if token_id == self.sets.oof or k is None else k  # k is None only for delimiters, never stored
         self.emitted.append(token_id)
         if self.layout is not None:
             slot = self.layout.slots[len(self.emitted)]
@@ -208,9 +210,9 @@ class _LayoutIndex:
     def __init__(self, sets: TokenSets, layout: Layout):
         slots = layout.slots[1:]
         self.mask = sets.layout_mask(layout)  # [B-1, V]
-        fixed = [j for j, s in enumerate(slots) if s.token is not None]
-        self.fixed = torch.tensor(fixed, dtype=torch.long)
-        self.fixed_tok = torch.tensor([sets.vocab[slots[j].token] for j in fixed], dtype=torch.long)
+        fixed = [(j, s.token) for j, s in enumerate(slots) if s.token is not None]
+        self.fixed = torch.tensor([j for j, _ in fixed], dtype=torch.long)
+        self.fixed_tok = torch.tensor([sets.vocab[token] for _, token in fixed], dtype=torch.long)
         self.coord = torch.tensor([j for j, s in enumerate(slots) if s.token is None], dtype=torch.long)
         self.pair_u = torch.tensor([j for j, s in enumerate(slots) if s.oof and s.axis == "u"], dtype=torch.long)
         self.box = [j for j, s in enumerate(slots) if s.box_index == 0]
