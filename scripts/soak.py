@@ -6,7 +6,8 @@ A stand-in planner publishes one fixed set of plan features (seeded, `--plan-fea
 with sim time) so the chunker, stitcher and bridge work; pass 0 to run without. Samples every node
 process's RSS (/proc) each `--sample-s` of sim time; after `--warmup-s` the RSS of each node may grow
 at most `--max-rss-growth` (fraction); diagnostics rates per node are compared between the first and
-second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table; `--json PATH` writes the rows. Exit status 1 when
+second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table;
+`--json PATH` writes the rows. Exit status 1 when
 a node died, reported ERROR, or grew beyond the limit. Not part of `make test` (`make soak`).
 """
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     from rosgraph_msgs.msg import Clock
 
     from plan_stack.msg import PlanFeatures
-    from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, ros_session
+    from plan_stack.ros.lifecycle import ros_session
+    from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS
     from plan_stack.ros.time import s_to_stamp, stamp_to_s
 
     up = subprocess.Popen([sys.executable, "-m", "plan_stack.bringup", args.robot, "--processes"])

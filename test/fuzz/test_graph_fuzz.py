@@ -20,7 +20,8 @@ import dataclasses
 import math
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,8 +43,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 
 from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures  # noqa: E402
-from plan_stack.ros import conventions  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.lifecycle import executor_for  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import ros_context  # noqa: E402
 from plan_stack.ros.time import ns_to_stamp, s_to_duration  # noqa: E402
 
@@ -223,7 +224,7 @@ class Input:
     """One fuzzed input: a topic (`msg_type` + `qos`) or an action (`action_type`)."""
 
     name: str
-    strategy: Callable[["Graph"], st.SearchStrategy]
+    strategy: Callable[[Graph], st.SearchStrategy]
     msg_type: Any = None
     qos: Any = None
     action_type: Any = None
@@ -236,9 +237,9 @@ class Entry:
     inputs: list[Input]
     reporter: dict[str, str]  # input name -> node whose diagnostics must show the rejection
     quiet: list[tuple[str, Any, Any]]  # outputs that bad input must not produce (topic, type, qos)
-    ready: Callable[["Graph"], bool]  # the graph is up (e.g. joint states flowing)
-    valid: Callable[["Graph"], None]  # sends valid input; asserts it is served
-    motion: Callable[["Graph"], float] | None = None  # how far the robot moved since `mark_still` (rad)
+    ready: Callable[[Graph], bool]  # the graph is up (e.g. joint states flowing)
+    valid: Callable[[Graph], None]  # sends valid input; asserts it is served
+    motion: Callable[[Graph], float] | None = None  # how far the robot moved since `mark_still` (rad)
     clock_node: int = 0  # index of the node whose ROS time stamps are relative to
 
 
@@ -262,7 +263,7 @@ class Graph:
                      for i in entry.inputs if i.msg_type is not None}
         self.actions = {i.name: ActionClient(self.probe, i.action_type, i.name)
                         for i in entry.inputs if i.action_type is not None}
-        self.executors = [conventions.executor_for(n) for n in self.nodes] + [SingleThreadedExecutor(context=ctx)]
+        self.executors = [executor_for(n) for n in self.nodes] + [SingleThreadedExecutor(context=ctx)]
         self.threads = []
         for node, ex in zip(self.nodes + [self.probe], self.executors):
             ex.add_node(node)
@@ -393,7 +394,7 @@ def _aloha_valid(g: Graph) -> None:
 
 
 def _stitcher_start(ctx):
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     return [StitcherNode(context=ctx, parameter_overrides=[
         Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value="chunk"),
@@ -417,7 +418,7 @@ ALOHA_JOINTS = ("left_waist", "left_shoulder", "left_elbow", "left_forearm_roll"
 
 
 def _chunker_start(ctx):
-    from plan_stack.actions.node import ChunkerNode
+    from plan_stack.actions.chunker_node import ChunkerNode
 
     return [ChunkerNode(context=ctx, parameter_overrides=[
         Parameter("checkpoint", value="aloha/action_head/rtc"), Parameter("joint_names", value=list(ALOHA_JOINTS)),
@@ -447,7 +448,7 @@ INGEST_JOINTS = ("j0", "j1")
 
 
 def _ingest_start(ctx):
-    from plan_stack.ingest.node import IngestNode
+    from plan_stack.ingest.ingest_node import IngestNode
 
     return [IngestNode(context=ctx, parameter_overrides=[
         Parameter("camera_names", value=[INGEST_CAMERA]), Parameter("joint_names", value=list(INGEST_JOINTS)),

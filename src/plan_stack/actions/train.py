@@ -15,7 +15,8 @@ import json
 import math
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,7 +24,8 @@ import torch
 from plan_stack.actions.data import ChunkWindows, Episode
 from plan_stack.actions.errors import CheckpointError
 from plan_stack.actions.head import FlowHead, HeadConfig, load_checkpoint, save_checkpoint
-from plan_stack.actions.rtc import integrate, masked_flow_loss, sample_delays, training_time_inputs
+from plan_stack.actions.rtc.sampling import integrate
+from plan_stack.actions.rtc.training import masked_flow_loss, sample_delays, training_time_inputs
 from plan_stack.config import ConfigError, param, validate
 
 __all__ = ["TrainConfig", "TrainResult", "train", "evaluate"]
@@ -198,7 +200,8 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
             raise CheckpointError(f"out_dir: {out_dir!r} holds a run with another head config or RTC setting; "
                                   "use a new directory or --fresh")
         if not force_resume and old_meta.get("data") != meta.get("data"):
-            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data ({_data_summary(old_meta.get('data'))}"
+            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data "
+                                  f"({_data_summary(old_meta.get('data'))}"
                                   f", now {_data_summary(meta.get('data'))}); use the same episodes, a new "
                                   "directory, --fresh, or --force-resume")
         head.load_state_dict(loaded.state_dict())

@@ -54,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.demos:
             from plan_stack.actions.demos import load_demo_dir
-
             from plan_stack.data.episodes import data_fingerprint
 
             episodes = load_demo_dir(args.demos)

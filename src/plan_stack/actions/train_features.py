@@ -1,4 +1,4 @@
-"""Action-head episodes conditioned on the planner target's plan features (DESIGN section 9).
+"""Action-head episodes conditioned on the planner target's plan features.
 
 At run time the chunker receives `PlanFeatures`: the frozen target's last
 hidden states over the primitive tokens of the plan it just decoded. Here
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
