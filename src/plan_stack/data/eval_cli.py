@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     info = {"model": str(path), "demos": args.demos, "keyframes": len(keyframes), "episodes": len(seeds),
             "seeds": [seeds[0], seeds[-1]], "data": data_fingerprint([args.demos]),
             "train_seed_overlap": len(overlap), "device": str(placement.device),
-            "dtype": str(placement.dtype).removeprefix("torch."), "gate": "schema" if args.no_gate else "schema+geometry",
+            "dtype": str(placement.dtype).removeprefix("torch."),
+            "gate": "schema" if args.no_gate else "schema+geometry",
             "decoder_config": dataclasses.asdict(model.decoder(cfg).config)}
     if overlap:
         print(f"eval-plans: WARNING: {len(overlap)} episode seeds were training seeds", file=sys.stderr)

@@ -68,7 +68,8 @@ def add_device_arguments(parser: Any, *, dtype: bool = True, default: str = "cpu
     scaling and buys little at these model sizes).
     """
     parser.add_argument("--device", choices=DEVICES, default=default,
-                        help=f"where the models run: cpu, cuda, or auto (cuda when torch sees a GPU); default {default}")
+                        help=f"where the models run: cpu, cuda, or auto (cuda when torch sees a GPU); "
+                             f"default {default}")
     if dtype:
         parser.add_argument("--dtype", choices=DTYPES, default="auto",
                             help="model dtype: auto (float32 on CPU, bfloat16/float16 on GPU) or explicit")

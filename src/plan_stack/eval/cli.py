@@ -222,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
             print("plan-stack eval: --single takes exactly one bag", file=sys.stderr)
             return 2
         bag = args.bags[0]
-        report = evaluate_one(bag, out, robots[bag], with_device(overrides, robots[bag], args.device), args.mode, args.rate, not args.no_pictures, False)
+        report = evaluate_one(bag, out, robots[bag], with_device(overrides, robots[bag], args.device), args.mode,
+                              args.rate, not args.no_pictures, False)
         return 0 if "error" not in report else 1
     if args.jobs <= 1:
         for bag in args.bags:
