@@ -200,7 +200,7 @@ def test_trajectory_sampling_is_exact_on_cubic_segments():
     j, dt = 3.0, 0.1
     t = np.array([0.0, dt])
     q, v, a = j * t**3 / 6, j * t**2 / 2, j * t
-    tr = Trajectory(0.0, dt, ("x",), q[:, None], v[:, None], a[:, None])
+    tr = Trajectory.on_grid(0.0, dt, ("x",), q[:, None], v[:, None], a[:, None])
     qs, vs, as_ = tr.sample(np.array([0.037]))
     assert qs[0, 0] == pytest.approx(j * 0.037**3 / 6, rel=1e-9)
     assert vs[0, 0] == pytest.approx(j * 0.037**2 / 2, rel=1e-9)

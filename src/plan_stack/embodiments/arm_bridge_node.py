@@ -38,13 +38,12 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
-from plan_stack.embodiments.joint_trajectory import Reference, Trajectory, TrajectoryError, TrajectoryFollower
-from plan_stack.embodiments.trajectory_convert import trajectory_from_msg
+from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, TrajectoryFollower
+from plan_stack.ros.trajectory import trajectory_from_msg
 from plan_stack.embodiments.validation import (
     GOAL_TOLERANCE_VIOLATED,
     INVALID_GOAL,
     SUCCESSFUL,
-    JointLimits,
     Verdict,
     check_trajectory,
     stop_trajectory,
@@ -101,7 +100,7 @@ class ArmBridgeNode(Node):
 
     # --- embodiment hooks ---------------------------------------------------------
 
-    def _configure(self, cfg) -> tuple[tuple[str, ...], JointLimits]:
+    def _configure(self, cfg) -> tuple[tuple[str, ...], Limits]:
         """Create the command publishers, set `state_joint_names`; return (stack joint names, limits)."""
         raise NotImplementedError
 

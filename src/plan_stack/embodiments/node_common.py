@@ -22,8 +22,8 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.gl_backend import choose_backend
-from plan_stack.embodiments.joint_trajectory import TrajectoryError, TrajectoryFollower
-from plan_stack.embodiments.trajectory_convert import trajectory_from_msg
+from plan_stack.trajectory.core import TrajectoryError, TrajectoryFollower
+from plan_stack.ros.trajectory import trajectory_from_msg
 from plan_stack.ros import conventions
 from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.time import s_to_stamp

@@ -9,6 +9,11 @@ optimised piecewise cubic exactly. Limits are checked on the samples:
 between consecutive samples (the mean jerk over the interval), positions
 against optional bounds. Discrete channels (grippers) are checked against
 their own rate limit on consecutive position differences.
+
+`Limits` is the one limits type of the stack: the stitcher builds it for its
+continuous joints from its configuration; the bridges build it per named joint
+(`Limits.for_joints`) from the URDF and their configuration, with no jerk
+limit (infinite) where the robot has none.
 """
 from __future__ import annotations
 
@@ -18,14 +23,17 @@ import math
 
 import numpy as np
 
-__all__ = ["TrajectoryError", "Limits", "LimitReport", "SampledStates", "check_limits", "CHECK_RTOL"]
+from plan_stack.config import ConfigError
+from plan_stack.trajectory.core import TrajectoryError
+
+__all__ = ["TrajectoryError", "LimitsError", "Limits", "LimitReport", "SampledStates", "check_limits", "CHECK_RTOL"]
 
 #: Relative slack of the final check: covers floating-point round-off only.
 CHECK_RTOL = 1e-9
 
 
-class TrajectoryError(ValueError):
-    """Base error of the trajectory library (bad limits, bad shapes, bad chunks)."""
+class LimitsError(ConfigError, TrajectoryError):
+    """Missing or malformed joint limits (URDF or config)."""
 
 
 class SampledStates:
@@ -49,13 +57,45 @@ class SampledStates:
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """Per-joint box limits of the continuous joints ([D] arrays, robot units)."""
+    """Per-joint box limits ([D] arrays, robot units); `joint_names` when built for named joints."""
 
     v_max: np.ndarray
     a_max: np.ndarray
     j_max: np.ndarray
     q_min: np.ndarray
     q_max: np.ndarray
+    joint_names: tuple[str, ...] = ()
+
+    @classmethod
+    def for_joints(cls, joint_names, lower, upper, velocity, acceleration, jerk=None) -> "Limits":
+        """Limits of named joints ([D] each; jerk None = no jerk limit); raises LimitsError when malformed.
+
+        Position bounds may be infinite (continuous joints) and equal (a joint that must not move).
+        """
+        names = tuple(joint_names)
+        d = len(names)
+        arrays = {}
+        for f, value in (("lower", lower), ("upper", upper), ("velocity", velocity), ("acceleration", acceleration),
+                         ("jerk", np.full(d, np.inf) if jerk is None else jerk)):
+            arr = np.array(value, dtype=float).reshape(-1)
+            if arr.shape != (d,):
+                raise LimitsError(f"{f}: expected {d} values, got {arr.shape[0]}")
+            arrays[f] = arr
+        if np.any(np.isnan(arrays["lower"])) or np.any(np.isnan(arrays["upper"])) \
+                or np.any(arrays["lower"] > arrays["upper"]):
+            raise LimitsError("lower: a lower position limit is above its upper limit")
+        if np.any(~(arrays["velocity"] > 0)) or np.any(~(arrays["acceleration"] > 0)):
+            raise LimitsError("velocity/acceleration: limits must be positive")
+        if np.any(~(arrays["jerk"] > 0)):
+            raise LimitsError("jerk: limits must be positive")
+        for a in arrays.values():
+            a.setflags(write=False)
+        return cls(arrays["velocity"], arrays["acceleration"], arrays["jerk"], arrays["lower"], arrays["upper"],
+                   names)
+
+    @functools.cached_property
+    def has_jerk_limits(self) -> bool:
+        return bool(np.isfinite(self.j_max).any())
 
     @classmethod
     def create(cls, dof: int, v_max, a_max, j_max, q_min=None, q_max=None) -> "Limits":
@@ -116,10 +156,11 @@ class Limits:
         mid = np.where(finite, 0.5 * (np.where(finite, self.q_min, 0.0) + np.where(finite, self.q_max, 0.0)), 0.0)
         return Limits(self.v_max * factor, self.a_max * factor, self.j_max * factor,
                       np.where(np.isfinite(self.q_min), mid + (self.q_min - mid) * factor, -np.inf),
-                      np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf))
+                      np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf), self.joint_names)
 
     def subset(self, idx) -> "Limits":
-        return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx])
+        names = tuple(np.asarray(self.joint_names, dtype=object)[idx]) if self.joint_names else ()
+        return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx], names)
 
     def state_ok(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, rtol: float = CHECK_RTOL) -> bool:
         """True when one state [D] lies inside the position/velocity/acceleration box."""

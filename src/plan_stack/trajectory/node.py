@@ -11,12 +11,11 @@ import dataclasses
 import threading
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.config import param, validate
@@ -25,7 +24,8 @@ from plan_stack.ros import conventions
 from plan_stack.ros.action_client import ActionCall, ActionCallError
 from plan_stack.ros.conventions import ERROR, OK, RELIABLE_QOS, SENSOR_QOS, WARN, Diagnostics, declare_config
 from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus, Trajectory
+from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
@@ -54,23 +54,6 @@ class StitcherNodeConfig:
 
     def __post_init__(self) -> None:
         validate(self)
-
-
-def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0) -> JointTrajectory:
-    """header.stamp = when sample 0 is due (epoch_ns + t0_s); time_from_start = i·dt."""
-    msg = JointTrajectory()
-    stamp_ns = epoch_ns + int(round(traj.t0_s * 1e9))
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-    msg.joint_names = list(traj.joint_names)
-    P, V, A = traj.positions.tolist(), traj.velocities.tolist(), traj.accelerations.tolist()
-    points = []
-    for i in range(len(P)):
-        ns = int(round(i * traj.dt_s * 1e9))
-        points.append(JointTrajectoryPoint(positions=P[i], velocities=V[i], accelerations=A[i],
-                                           time_from_start=Duration(sec=ns // 1_000_000_000,
-                                                                    nanosec=ns % 1_000_000_000)))
-    msg.points = points
-    return msg
 
 
 class StitcherNode(Node):

@@ -22,8 +22,8 @@ from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode  # noqa: E402
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, gripper_from_joint  # noqa: E402
 from plan_stack.embodiments.aloha.sim_node import AlohaSimNode  # noqa: E402
-from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
+from plan_stack.trajectory.core import Trajectory  # noqa: E402
+from plan_stack.ros.trajectory import trajectory_to_msg  # noqa: E402
 from plan_stack.ros.conventions import SENSOR_QOS, WARN  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 
@@ -180,7 +180,7 @@ def test_cancel_decelerates_within_limits(graph):
     assert spin_until(ex, lambda: sample_ref() or fut.done(), 5.0)
     result = result_of(ex, handle)
     assert "canceled" in result.error_string
-    a_max = bridge.limits.acceleration[WAIST]
+    a_max = bridge.limits.a_max[WAIST]
     t_stop = v0 / (bridge.cfg.stop_deceleration_scale * a_max)
     t_end = probe.now() + t_stop + 0.6
     spin_until(ex, lambda: sample_ref() or probe.now() > t_end, 5.0)

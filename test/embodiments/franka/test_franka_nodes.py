@@ -25,8 +25,8 @@ from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.embodiments.franka.bridge_node import FrankaBridgeNode  # noqa: E402
 from plan_stack.embodiments.franka.model import READY_POSE  # noqa: E402
 from plan_stack.embodiments.franka.sim_node import FrankaSimNode  # noqa: E402
-from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
+from plan_stack.trajectory.core import Trajectory  # noqa: E402
+from plan_stack.ros.trajectory import trajectory_to_msg  # noqa: E402
 from plan_stack.ros.conventions import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS, WARN  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402

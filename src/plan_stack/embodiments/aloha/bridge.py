@@ -21,8 +21,9 @@ from plan_stack.embodiments.aloha.model import (
     gripper_to_joint,
 )
 from plan_stack.embodiments import validation
-from plan_stack.embodiments.joint_trajectory import Trajectory
-from plan_stack.embodiments.validation import JointLimits, LimitsError, limits_from_urdf
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.embodiments.validation import limits_from_urdf
+from plan_stack.trajectory.limits import Limits, LimitsError
 
 __all__ = ["AlohaBridgeConfig", "find_urdf", "load_limits", "split_for_controllers", "ARM_CONTROLLER_JOINTS"]
 
@@ -88,7 +89,7 @@ def find_urdf(path: str = "") -> str:
     return validation.find_urdf(path, "aloha.urdf")
 
 
-def load_limits(cfg: AlohaBridgeConfig) -> JointLimits:
+def load_limits(cfg: AlohaBridgeConfig) -> Limits:
     """Limits in stack units: URDF position/velocity for the arms (velocity scaled),
     [0, 1] and `gripper_velocity_limit` for the normalised grippers, accelerations from the config."""
     urdf = limits_from_urdf(find_urdf(cfg.urdf_path))
@@ -107,7 +108,7 @@ def load_limits(cfg: AlohaBridgeConfig) -> JointLimits:
             upper.append(hi)
             vel.append(v * cfg.velocity_scale)
     acc = np.broadcast_to(np.asarray(cfg.acceleration_limits, dtype=float), (len(JOINT_NAMES),))
-    return JointLimits(JOINT_NAMES, np.array(lower), np.array(upper), np.array(vel), acc.copy())
+    return Limits.for_joints(JOINT_NAMES, lower, upper, vel, acc)
 
 
 def split_for_controllers(traj: Trajectory, finger_range_m: tuple[float, float] = (0.021, 0.057)) -> dict[str, Trajectory]:

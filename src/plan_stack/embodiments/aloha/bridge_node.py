@@ -20,9 +20,9 @@ from trajectory_msgs.msg import JointTrajectory
 from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits, split_for_controllers
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, gripper_from_joint
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
-from plan_stack.embodiments.joint_trajectory import Reference, Trajectory
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
-from plan_stack.embodiments.validation import JointLimits
+from plan_stack.trajectory.core import Reference, Trajectory
+from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.trajectory.limits import Limits
 from plan_stack.ros import conventions
 
 __all__ = ["AlohaBridgeNode", "main"]
@@ -34,7 +34,7 @@ class AlohaBridgeNode(ArmBridgeNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("aloha_bridge", AlohaBridgeConfig, **kwargs)
 
-    def _configure(self, cfg: AlohaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
+    def _configure(self, cfg: AlohaBridgeConfig) -> tuple[tuple[str, ...], Limits]:
         self.state_joint_names = JOINT_NAMES
         self._pubs = {key: self.create_publisher(JointTrajectory, f"{name}/joint_trajectory", conventions.RELIABLE_QOS)
                       for key, name in cfg.controllers.items()}

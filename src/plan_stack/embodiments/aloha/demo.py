@@ -20,8 +20,9 @@ import time
 
 import numpy as np
 
-from plan_stack.embodiments.joint_trajectory import Trajectory
-from plan_stack.embodiments.validation import JointLimits, check_trajectory
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.embodiments.validation import check_trajectory
+from plan_stack.trajectory.limits import Limits
 
 __all__ = ["retime", "expert_trajectory", "main"]
 
@@ -37,7 +38,7 @@ def _monotone_slopes(times: np.ndarray, q: np.ndarray) -> np.ndarray:
     return vel
 
 
-def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: float = 0.8,
+def retime(positions: np.ndarray, dt_s: float, limits: Limits, margin: float = 0.8,
            max_rounds: int = 20) -> tuple[np.ndarray, np.ndarray]:
     """Times and velocities for a sampled joint path so its cubic curve respects `limits`.
 
@@ -47,7 +48,7 @@ def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: floa
     accepts it. Velocities are PCHIP slopes (no overshoot). Returns (times [N] from 0, velocities [N, D]).
     """
     q = np.asarray(positions, dtype=float)
-    step = np.abs(np.diff(q, axis=0)) / (margin * limits.velocity * dt_s)
+    step = np.abs(np.diff(q, axis=0)) / (margin * limits.v_max * dt_s)
     stretch = np.maximum(1.0, step.max(axis=1))
     k = 5  # smooth the time warp over +-k steps (keeps accelerations low where it changes)
     padded = np.pad(stretch, k, mode="edge")
@@ -67,7 +68,7 @@ def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: floa
 SMOOTH_SIGMA_STEPS = 3.0  # Gaussian smoothing of the 50 Hz expert path (60 ms): rounds its waypoint corners
 
 
-def expert_trajectory(task: str, seed: int, limits: JointLimits):
+def expert_trajectory(task: str, seed: int, limits: Limits):
     """(episode, Trajectory in stack units with stamp 0) the bridge accepts.
 
     The expert's 50 Hz joint path has velocity kinks at every waypoint
@@ -82,7 +83,7 @@ def expert_trajectory(task: str, seed: int, limits: JointLimits):
 
     episode = plan_episode(task, seed)
     q = gaussian_filter1d(episode.commands, SMOOTH_SIGMA_STEPS, axis=0, mode="nearest")
-    q = np.clip(q, limits.lower, limits.upper)
+    q = np.clip(q, limits.q_min, limits.q_max)
     times, vel = retime(q, episode.dt_s, limits)
     return episode, Trajectory(limits.joint_names, 0.0, times + LEAD_IN_S, q, vel)
 
@@ -123,7 +124,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     from plan_stack.embodiments.aloha.model import CAMERAS, task_spec
     from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
     from plan_stack.embodiments.recording import new_bag_path
-    from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
+    from plan_stack.ros.trajectory import trajectory_to_msg
     from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.image import image_to_numpy
     from plan_stack.ros.testing import executor_with, ros_context, spin_until

@@ -29,7 +29,7 @@ from trajectory_msgs.msg import JointTrajectory
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
 from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M, TASKS
-from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+from plan_stack.trajectory.core import TrajectoryFollower
 from plan_stack.embodiments.node_common import (
     CameraPublisher,
     ClockPublisher,

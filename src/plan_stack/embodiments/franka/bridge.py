@@ -23,7 +23,8 @@ import numpy as np
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments.franka.model import DEFAULT_JOINT_NAMES, MAX_WIDTH_M
 from plan_stack.embodiments import validation
-from plan_stack.embodiments.validation import JointLimits, LimitsError, limits_from_urdf
+from plan_stack.embodiments.validation import limits_from_urdf
+from plan_stack.trajectory.limits import Limits, LimitsError
 
 __all__ = ["FrankaBridgeConfig", "find_urdf", "load_limits", "gripper_move"]
 
@@ -100,7 +101,7 @@ def _higher_order_limits(path: str) -> dict[str, tuple[float, float]]:
     return out
 
 
-def load_limits(cfg: FrankaBridgeConfig) -> JointLimits:
+def load_limits(cfg: FrankaBridgeConfig) -> Limits:
     """Limits in stack order (7 arm joints + gripper width), scaled as configured."""
     path = find_urdf(cfg.urdf_path)
     urdf, higher = limits_from_urdf(path), _higher_order_limits(path)
@@ -116,7 +117,7 @@ def load_limits(cfg: FrankaBridgeConfig) -> JointLimits:
         acc.append(a * cfg.acceleration_scale), jerk.append(j * cfg.jerk_scale)
     lower.append(0.0), upper.append(MAX_WIDTH_M), vel.append(cfg.gripper_velocity_limit)
     acc.append(cfg.gripper_acceleration_limit), jerk.append(math.inf)
-    return JointLimits(cfg.joint_names, np.array(lower), np.array(upper), np.array(vel), np.array(acc), np.array(jerk))
+    return Limits.for_joints(cfg.joint_names, lower, upper, vel, acc, jerk)
 
 
 def gripper_move(width_ref: float, width_velocity: float, last_goal: float | None,

@@ -20,9 +20,9 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
 from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
-from plan_stack.embodiments.joint_trajectory import Trajectory
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
-from plan_stack.embodiments.validation import JointLimits
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.trajectory.limits import Limits
 from plan_stack.ros import conventions
 
 __all__ = ["FrankaBridgeNode", "main"]
@@ -36,7 +36,7 @@ class FrankaBridgeNode(ArmBridgeNode):
         self._gripper_goal: float | None = None  # set from the first joint_states
         self.create_timer(1.0 / self.cfg.gripper_rate_hz, self._gripper_tick, callback_group=self._group)
 
-    def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
+    def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], Limits]:
         self.state_joint_names = (*cfg.arm_joints, *cfg.finger_joint_names)
         self._arm_pub = self.create_publisher(JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
                                               conventions.RELIABLE_QOS)

@@ -20,7 +20,7 @@ import numpy as np
 from plan_stack.config import param, validate
 from plan_stack.embodiments.franka.model import MAX_WIDTH_M, READY_POSE, model_to_real, real_to_model
 from plan_stack.embodiments.franka.sim import FrankaSim
-from plan_stack.embodiments.joint_trajectory import Trajectory, TrajectoryFollower
+from plan_stack.trajectory.core import Trajectory, TrajectoryFollower
 
 __all__ = ["ExpertConfig", "IKError", "solve_ik", "plan_pick_place", "run_episode", "Episode"]
 

@@ -39,7 +39,7 @@ from plan_stack.embodiments.annotation import (
 )
 from plan_stack.embodiments.franka.expert import ExpertConfig, plan_pick_place
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, MAX_WIDTH_M, READY_POSE
-from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+from plan_stack.trajectory.core import TrajectoryFollower
 from plan_stack.embodiments.recording import BagWriter, RecordOptions, every_steps, new_bag_path
 
 __all__ = ["FORMAT", "INSTRUCTION", "RecordOptions", "Subtask", "record_episode", "TOPICS"]

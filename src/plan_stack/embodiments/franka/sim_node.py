@@ -26,7 +26,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, READY_POSE, FrankaModelError
-from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+from plan_stack.trajectory.core import TrajectoryFollower
 from plan_stack.embodiments.node_common import (
     CameraPublisher,
     ClockPublisher,
