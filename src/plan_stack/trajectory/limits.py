@@ -26,7 +26,7 @@ import numpy as np
 from plan_stack.config import ConfigError
 from plan_stack.trajectory.core import TrajectoryError
 
-__all__ = ["TrajectoryError", "LimitsError", "Limits", "LimitReport", "SampledStates", "check_limits", "CHECK_RTOL"]
+__all__ = ["TrajectoryError", "LimitsError", "Limits", "LimitRule", "LimitReport", "SampledStates", "check_limits", "CHECK_RTOL"]
 
 #: Relative slack of the final check: covers floating-point round-off only.
 CHECK_RTOL = 1e-9
@@ -232,3 +232,56 @@ def check_limits(
         vr, ar, jr, qv, rr = (np.inf if math.isnan(x) else x for x in (vr, ar, jr, qv, rr))
     return LimitReport(vr, ar, jr, qv, rr, ok)
 
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitRule:
+    """How the stitcher's limits follow from the bridge's, so the stitcher emits only what the bridge accepts.
+
+    Per joint: stitcher velocity / acceleration / jerk / discrete rate = the bridge's limit x its scale
+    (each <= 1: headroom for the bridge's dense check of the interpolated curve and for tracking); position
+    range = the bridge's range moved inward by `position_margin` on each side. Where the bridge sets no limit
+    (an infinite jerk limit) nothing is derived and the stitcher's own value stands.
+    """
+
+    velocity_scale: float = 0.9
+    acceleration_scale: float = 0.8
+    jerk_scale: float = 0.8
+    discrete_rate_scale: float = 0.8
+    position_margin: float = 0.03
+
+    def __post_init__(self) -> None:
+        for name in ("velocity_scale", "acceleration_scale", "jerk_scale", "discrete_rate_scale"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
+                raise LimitsError(f"{name}: must be in (0, 1], got {value!r}")
+        if not (isinstance(self.position_margin, (int, float)) and 0.0 <= self.position_margin < math.inf):
+            raise LimitsError(f"position_margin: must be finite and >= 0, got {self.position_margin!r}")
+
+    def stitcher_limits(self, bridge: Limits, joint_names, discrete_joints=()) -> dict[str, tuple[float, ...]]:
+        """Stitcher limit parameters (`StitcherConfig` field -> values) from the bridge's named limits.
+
+        `v_max`, `a_max`, `j_max`, `q_min`, `q_max` hold one value per continuous joint (in `joint_names`
+        order), `discrete_rate` one per discrete joint; `j_max` only when the bridge limits the jerk of every
+        continuous joint, the position bounds only where the bridge's range is finite for every one.
+        """
+        index = {n: i for i, n in enumerate(bridge.joint_names)}
+        missing = [n for n in joint_names if n not in index]
+        if missing:
+            raise LimitsError(f"joint_names: the bridge has no limits for {missing}")
+        cont = [index[n] for n in joint_names if n not in discrete_joints]
+        disc = [index[n] for n in joint_names if n in discrete_joints]
+        out: dict[str, tuple[float, ...]] = {
+            "v_max": tuple(float(x) for x in bridge.v_max[cont] * self.velocity_scale),
+            "a_max": tuple(float(x) for x in bridge.a_max[cont] * self.acceleration_scale),
+        }
+        if cont and np.all(np.isfinite(bridge.j_max[cont])):
+            out["j_max"] = tuple(float(x) for x in bridge.j_max[cont] * self.jerk_scale)
+        lo, hi = bridge.q_min[cont], bridge.q_max[cont]
+        if cont and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
+            m = np.minimum(self.position_margin, 0.25 * (hi - lo))  # never cross the middle of a short range
+            out["q_min"] = tuple(float(x) for x in lo + m)
+            out["q_max"] = tuple(float(x) for x in hi - m)
+        if disc:
+            out["discrete_rate"] = tuple(float(x) for x in bridge.v_max[disc] * self.discrete_rate_scale)
+        return out
