@@ -19,6 +19,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.config import param, validate
+from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk
 from plan_stack.ros import conventions
 from plan_stack.ros.action_client import ActionCall, ActionCallError
@@ -67,7 +68,10 @@ class StitcherNode(Node):
         # resolve only ~0.2 us, too coarse to recognise samples on the shared grid exactly.
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
-        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0}
+        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0,
+                       "bad_joint_states": 0}
+        self._joints = JointSelector(self.cfg.joint_names)
+        self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
@@ -88,13 +92,20 @@ class StitcherNode(Node):
     # --- callbacks -----------------------------------------------------------------
 
     def _on_joint_state(self, msg: JointState) -> None:
-        if not all(j in msg.name for j in self.cfg.joint_names) or len(msg.position) != len(msg.name):
+        try:
+            sel = self._joints.select(msg.name, msg.position, msg.velocity)
+        except JointSelectError as exc:  # never a measured state: reported, not silently dropped
+            self.counts["bad_joint_states"] += 1
+            self.diag.report("joint_states", ERROR, f"rejected: {exc}", now=exc.reason is not self._joint_problem,
+                             reason=exc.reason.value, rejected=self.counts["bad_joint_states"])
+            self._joint_problem = exc.reason
             return
-        order = [list(msg.name).index(j) for j in self.cfg.joint_names]
-        q = np.asarray(msg.position, dtype=float)[order]
-        v = (np.asarray(msg.velocity, dtype=float)[order] if len(msg.velocity) == len(msg.name)
-             else np.zeros(len(order)))
-        self._measured = (self._now_s(), q, v)
+        if self._joint_problem is not None:
+            self._joint_problem = None
+            self.diag.report("joint_states", OK, "joint states accepted", now=True,
+                             rejected=self.counts["bad_joint_states"])
+        v = sel.velocity if len(sel.velocity) else np.zeros(len(sel.position))
+        self._measured = (self._now_s(), sel.position, v)
 
     def _now_s(self) -> float:
         return (self.get_clock().now().nanoseconds - self._epoch_ns) * 1e-9
