@@ -81,7 +81,7 @@ def graph():
             Parameter("use_sim_time", value=True), Parameter("watchdog_timeout", value=WATCHDOG_S)])
         probe = Probe(ctx)
         with executor_with(ctx, sim, bridge, probe) as ex:
-            assert spin_until(ex, lambda: len(probe.states) > 5 and bridge._follower is not None, 15.0)
+            assert spin_until(ex, lambda: len(probe.states) > 5 and bridge.ready, 15.0)
             assert probe.client.wait_for_server(timeout_sec=5.0)
             yield ex, probe, bridge
 
@@ -165,7 +165,7 @@ def test_cancel_decelerates_within_limits(graph):
     spin_until(ex, lambda: probe.now() >= t_cancel, 5.0)
     n0 = len(probe.states)
     with bridge._lock:
-        ref = bridge._follower.sample(bridge._now())
+        ref = bridge.bridge.follower.sample(bridge._now())
     v0 = abs(ref.velocities[WAIST])
     assert v0 > 0.3
     fut = handle.cancel_goal_async()
@@ -174,7 +174,7 @@ def test_cancel_decelerates_within_limits(graph):
     def sample_ref() -> bool:
         with bridge._lock:
             now = bridge._now()
-            refs.append((now, bridge._follower.sample(now).velocities[WAIST]))
+            refs.append((now, bridge.bridge.follower.sample(now).velocities[WAIST]))
         return False
 
     assert spin_until(ex, lambda: sample_ref() or fut.done(), 5.0)
@@ -215,7 +215,7 @@ def test_watchdog_holds_last_commanded_position(graph):
     assert np.all(np.abs(held[:, WAIST] - target[WAIST]) < 0.02)
     warn = [s for s in probe.diag if s.name.endswith("watchdog") and s.level == WARN]
     assert warn and "holding the last commanded position" in warn[-1].message
-    assert bridge._hold_sent
+    assert bridge.bridge.hold_sent
 
 
 MESSAGES = {"nan": "non-finite", "unknown": "unknown joint", "missing": "missing joint", "times": "strictly increasing",

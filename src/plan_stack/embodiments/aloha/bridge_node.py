@@ -14,13 +14,16 @@ clock (`use_sim_time: true` with the simulator).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits, split_for_controllers
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, gripper_from_joint
+from plan_stack.embodiments.arm_bridge import ArmBridgeSettings
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
-from plan_stack.trajectory.core import Reference, Trajectory
+from plan_stack.trajectory.core import Trajectory
 from plan_stack.ros.trajectory import trajectory_to_msg
 from plan_stack.trajectory.limits import Limits
 from plan_stack.ros import conventions
@@ -51,10 +54,9 @@ class AlohaBridgeNode(ArmBridgeNode):
         for key, part in split_for_controllers(traj).items():
             self._pubs[key].publish(trajectory_to_msg(part))
 
-    def _stop_start(self, now: float) -> tuple[Reference, float]:
-        """Decelerate from where the reference will be `command_latency` from now."""
-        t0 = now + self.cfg.command_latency
-        return self._follower.peek(t0), t0
+    def _settings(self, cfg: AlohaBridgeConfig) -> ArmBridgeSettings:
+        """A cancel decelerates from where the reference will be `command_latency` from now."""
+        return dataclasses.replace(super()._settings(cfg), stop_lead_s=cfg.command_latency)
 
 
 main = conventions.node_main(AlohaBridgeNode)

@@ -183,7 +183,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
                 rec.create_subscription(cls, topic, record(topic), qos)
             client = ActionClient(rec, ExecuteTrajectory, "/execute_trajectory")
             with executor_with(ctx, sim, bridge, rec) as ex:
-                if not spin_until(ex, lambda: bridge._follower is not None and client.server_is_ready(), 30.0):
+                if not spin_until(ex, lambda: bridge.ready and client.server_is_ready(), 30.0):
                     raise RuntimeError("demo: the bridge did not come up (no joint_states or action server)")
                 goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
                 writer.write(conns["/instruction"], now_ns(), serialize_message(String(data=episode.instruction)))

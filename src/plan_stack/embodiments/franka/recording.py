@@ -148,3 +148,11 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
                                   waypoints=options.waypoints, success=success, bag=bag_path.name)
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
+
+
+def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
+    from plan_stack.embodiments.franka.sim import FrankaSim
+
+    sim = FrankaSim(offscreen_size=(width, height))  # one simulator for every episode (one task: pick_place)
+    return lambda seed, options: record_episode(seed, out_dir, options, sim=sim)
