@@ -103,3 +103,12 @@ def test_joint_limits_validate_themselves():
         Limits.for_joints(NAMES, np.zeros(2), np.ones(2), np.ones(3), np.ones(2))
     with pytest.raises(LimitsError, match="^lower:"):
         Limits.for_joints(NAMES, np.ones(2), np.zeros(2), np.ones(2), np.ones(2))
+
+
+def test_result_codes_are_the_action_s_codes():
+    pytest.importorskip("rclpy")
+    from plan_stack.action import ExecuteTrajectory
+    from plan_stack.embodiments.validation import ResultCode
+
+    for code in ResultCode:
+        assert getattr(ExecuteTrajectory.Result, code.name) == code

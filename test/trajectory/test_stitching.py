@@ -262,3 +262,12 @@ def test_settle_ends_at_rest_with_grippers_at_their_target(backend):
     np.testing.assert_allclose(tr.positions[-1], [0.05, 0.0, 0.0, 1.0], atol=1e-12)
     assert not np.any(tr.velocities[-1]) and not np.any(tr.accelerations[-1])
     assert np.all(np.abs(np.diff(tr.positions[:, 3])) <= 2.0 * DT * (1 + 1e-12))
+
+
+def test_modes_are_enums_that_read_from_their_strings():
+    from plan_stack.trajectory.config import Backend, QpSolver, StitchMode
+
+    cfg = StitcherConfig(joint_names=("a",), backend="ruckig", mode="settle", qp_solver="osqp")
+    assert (cfg.backend, cfg.mode, cfg.qp_solver) == (Backend.RUCKIG, StitchMode.SETTLE, QpSolver.OSQP)
+    with pytest.raises(ConfigError, match=r"^mode: 'stop' is not one of \['tracking', 'settle'\]"):
+        StitcherConfig(joint_names=("a",), mode="stop")

@@ -170,7 +170,7 @@ class ArmBridge:
         if ahead > limit:
             return Acceptance(Verdict(False, INVALID_GOAL,
                                       f"header.stamp: the first point is due in {ahead:.3f} s, more than "
-                                      f"max_start_delay {limit} s ahead (a wrong clock or stamp?)"))
+                                      f"max_start_delay_s {limit} s ahead (a wrong clock or stamp?)"))
         verdict = check_trajectory(traj, self.names, self.limits, now_s, initial,
                                    jump_tolerance=self.settings.jump_tolerance)
         if not verdict.ok:
@@ -269,5 +269,5 @@ class GoalMonitor:
             if now_s >= self.end_s + b.settings.goal_time_tolerance_s:
                 j = int(np.argmax(final - b.goal_tolerance))
                 return GoalStep(GoalOutcome.TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED,
-                                f"{b.names[j]} is {final[j]:.4g} from its goal after goal_time_tolerance", feedback)
+                                f"{b.names[j]} is {final[j]:.4g} from its goal after goal_time_tolerance_s", feedback)
         return GoalStep(GoalOutcome.RUNNING, feedback=feedback)

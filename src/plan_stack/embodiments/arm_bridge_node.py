@@ -96,8 +96,8 @@ class ArmBridgeNode(Node):
         """The shared bridge behaviour from the node config."""
         return ArmBridgeSettings(
             watchdog_timeout_s=cfg.watchdog_timeout, jump_tolerance=cfg.jump_tolerance,
-            goal_time_tolerance_s=cfg.goal_time_tolerance, feedback_period_s=cfg.feedback_period,
-            stop_deceleration_scale=cfg.stop_deceleration_scale, max_start_delay_s=cfg.max_start_delay)
+            goal_time_tolerance_s=cfg.goal_time_tolerance_s, feedback_period_s=cfg.feedback_period_s,
+            stop_deceleration_scale=cfg.stop_deceleration_scale, max_start_delay_s=cfg.max_start_delay_s)
 
     def _joint_to_stack(self, q: np.ndarray) -> np.ndarray:
         """joint_states positions (in `state_joint_names` order) -> stack vector."""

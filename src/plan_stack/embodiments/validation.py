@@ -22,6 +22,7 @@ Limits come from the URDF (position, velocity) and the robot config
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import os
 import xml.etree.ElementTree as ET
@@ -34,17 +35,27 @@ from plan_stack.trajectory.limits import Limits, LimitsError
 from plan_stack.paths import find_data
 
 __all__ = [
-    "SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "GOAL_TOLERANCE_VIOLATED",
+    "ResultCode", "SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "GOAL_TOLERANCE_VIOLATED",
     "Limits", "Verdict", "LimitsError", "find_urdf", "limits_from_urdf", "check_trajectory", "stop_trajectory",
 ]
 
-# control_msgs/FollowJointTrajectory result codes (mirrored by ExecuteTrajectory).
-SUCCESSFUL = 0
-INVALID_GOAL = -1
-INVALID_JOINTS = -2
-OLD_HEADER_TIMESTAMP = -3
-PATH_TOLERANCE_VIOLATED = -4
-GOAL_TOLERANCE_VIOLATED = -5
+class ResultCode(enum.IntEnum):
+    """control_msgs/FollowJointTrajectory result codes (ExecuteTrajectory.Result mirrors them)."""
+
+    SUCCESSFUL = 0
+    INVALID_GOAL = -1
+    INVALID_JOINTS = -2
+    OLD_HEADER_TIMESTAMP = -3
+    PATH_TOLERANCE_VIOLATED = -4
+    GOAL_TOLERANCE_VIOLATED = -5
+
+
+SUCCESSFUL = ResultCode.SUCCESSFUL
+INVALID_GOAL = ResultCode.INVALID_GOAL
+INVALID_JOINTS = ResultCode.INVALID_JOINTS
+OLD_HEADER_TIMESTAMP = ResultCode.OLD_HEADER_TIMESTAMP
+PATH_TOLERANCE_VIOLATED = ResultCode.PATH_TOLERANCE_VIOLATED
+GOAL_TOLERANCE_VIOLATED = ResultCode.GOAL_TOLERANCE_VIOLATED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +63,7 @@ class Verdict:
     """Result of a check: `ok`, or the error code and a message saying what broke."""
 
     ok: bool
-    error_code: int = SUCCESSFUL
+    error_code: ResultCode = ResultCode.SUCCESSFUL
     message: str = ""
 
 

@@ -8,6 +8,7 @@ failed stitch publishes nothing: the trajectory already sent stays in force.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import threading
 
 import numpy as np
@@ -31,12 +32,16 @@ from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchS
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
 
+class InitialState(enum.StrEnum):
+    JOINT_STATES = "joint_states"
+    CHUNK = "chunk"
+
+
 @dataclasses.dataclass(frozen=True)
 class StitcherNodeConfig:
-    initial_state: str = param(
+    initial_state: InitialState = param(
         "Start state when no trajectory is active: the measured joint_states, or the chunk's first sample at "
-        "rest (only for open-loop simulation without joint_states)", "joint_states",
-        choices=("joint_states", "chunk"))
+        "rest (only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
     execute_action: str = param(
         "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")

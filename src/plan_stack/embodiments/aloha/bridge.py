@@ -54,13 +54,13 @@ class AlohaBridgeConfig:
         0.5, min=0.01)
     goal_tolerance: float = param("max |position error| at the end of a goal (rad; grippers normalised)", 0.15, min=0.0)
     gripper_goal_tolerance: float = param("max |gripper error| at the end of a goal (normalised; grasping stalls it)", 1.0, min=0.0)
-    goal_time_tolerance: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
-    max_start_delay: float = param(
+    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
+    max_start_delay_s: float = param(
         "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
         "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max position difference between the present reference and a point due now", 0.02, min=0.0)
-    feedback_period: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
-    command_latency: float = param(
+    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    command_latency_s: float = param(
         "s ahead of now that bridge-generated commands (cancel stops) start, so the controllers receive them "
         "before they are due and all switch at the same instant", 0.03, min=0.0, max=1.0)
     stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8, min=0.05, max=1.0)

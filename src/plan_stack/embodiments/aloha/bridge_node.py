@@ -9,7 +9,7 @@ metres on the robot), all with the same resolved header stamp. Tracking
 error is measured on the arm joints against the reference at each
 joint_states message's own stamp; goals end within `goal_tolerance` (arms)
 and `gripper_goal_tolerance` (grippers). A cancel stops from where the
-reference will be `command_latency` from now. Must run on the sim/robot
+reference will be `command_latency_s` from now. Must run on the sim/robot
 clock (`use_sim_time: true` with the simulator).
 """
 from __future__ import annotations
@@ -55,8 +55,8 @@ class AlohaBridgeNode(ArmBridgeNode):
             self._pubs[key].publish(trajectory_to_msg(part))
 
     def _settings(self, cfg: AlohaBridgeConfig) -> ArmBridgeSettings:
-        """A cancel decelerates from where the reference will be `command_latency` from now."""
-        return dataclasses.replace(super()._settings(cfg), stop_lead_s=cfg.command_latency)
+        """A cancel decelerates from where the reference will be `command_latency_s` from now."""
+        return dataclasses.replace(super()._settings(cfg), stop_lead_s=cfg.command_latency_s)
 
 
 main = conventions.node_main(AlohaBridgeNode)

@@ -56,13 +56,13 @@ class FrankaBridgeConfig:
         "s after the last trajectory ends (or after start) before the bridge commands an explicit hold and reports it",
         0.5, min=0.01)
     goal_tolerance: float = param("max |joint error| at the end of a goal (rad)", 0.05, min=0.0)
-    goal_time_tolerance: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
-    max_start_delay: float = param(
+    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
+    max_start_delay_s: float = param(
         "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
         "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max difference between the present reference and a point due now (rad, m)",
                                   0.02, min=0.0)
-    feedback_period: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
     stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8,
                                            min=0.05, max=1.0)
     arm_controller: str = param("arm joint_trajectory_controller name (topic prefix)", "fr3_arm_controller")
