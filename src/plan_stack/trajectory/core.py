@@ -96,6 +96,14 @@ def evaluate(c: np.ndarray, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, v, a
 
 
+@functools.lru_cache(maxsize=64)
+def _grid_times(n: int, dt_s: float) -> np.ndarray:
+    """Read-only [n] times i·dt_s (shared by every grid trajectory of that length)."""
+    t = np.arange(n) * dt_s
+    t.setflags(write=False)
+    return t
+
+
 @dataclasses.dataclass(frozen=True)
 class Reference:
     """Reference state at one time; `active` is False when holding after (or without) a trajectory."""
@@ -142,9 +150,16 @@ class Trajectory:
     @classmethod
     def on_grid(cls, t0_s: float, dt_s: float, joint_names: Sequence[str], positions: np.ndarray,
                 velocities: np.ndarray, accelerations: np.ndarray) -> "Trajectory":
-        """Samples [T, D] due at t0_s + i·dt_s (the stitcher's output)."""
-        return cls(tuple(joint_names), float(t0_s), float(dt_s) * np.arange(len(positions)), positions,
-                   velocities, accelerations, float(dt_s))
+        """Samples [T, D] due at t0_s + i·dt_s (the stitcher's output: float arrays of one shape, not re-checked).
+
+        Built without `__post_init__`: the stitcher emits one per chunk and its arrays already have the shape.
+        """
+        traj = object.__new__(cls)
+        dt_s = float(dt_s)
+        traj.__dict__.update(joint_names=tuple(joint_names), stamp_s=float(t0_s),
+                             times_s=_grid_times(len(positions), dt_s), positions=positions,
+                             velocities=velocities, accelerations=accelerations, dt_s=dt_s)
+        return traj
 
     @property
     def interpolation(self) -> str:
@@ -153,11 +168,13 @@ class Trajectory:
     @property
     def t0_s(self) -> float:
         """When the first point is due."""
-        return self.stamp_s + float(self.times_s[0])
+        return self.stamp_s if self.dt_s is not None else self.stamp_s + float(self.times_s[0])
 
     @property
     def end_s(self) -> float:
         """When the last point is due."""
+        if self.dt_s is not None:
+            return self.stamp_s + (len(self.positions) - 1) * self.dt_s
         return self.stamp_s + float(self.times_s[-1])
 
     def start_s(self, now_s: float) -> float:
