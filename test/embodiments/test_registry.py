@@ -63,3 +63,19 @@ def test_registry_imports_nothing_heavy():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
     importlib.import_module("plan_stack.embodiments.record_demos")
+
+
+@pytest.mark.parametrize("name", sorted(ROBOTS))
+def test_every_expert_has_the_same_entry_point(name):
+    import inspect
+
+    r = robot(name)
+    fn = r.load(r.expert)
+    assert list(inspect.signature(fn).parameters) == ["task", "seed", "sim"]
+    with pytest.raises(ValueError, match=rf"^task: 'juggle' is not a {name} task"):
+        r.demonstrate("juggle", 0)  # refused before any simulator is built
+
+
+def test_a_demonstration_through_the_registry():
+    demo = robot("franka").demonstrate("pick_place", 3)
+    assert demo.robot == "franka" and demo.seed == 3 and demo.success and demo.episode.trajectory.joint_names

@@ -5,7 +5,8 @@ No ROS imports, and nothing heavy at import time: every part is named as
 listing robots (argument parsers, config checks) does not load MuJoCo or
 torch. Every robot folder (`embodiments/<robot>/`) uses the same module names:
 
-* `sim` (the simulator class), `expert` (the scripted expert), `recording`
+* `sim` (the simulator class), `expert` (the scripted expert, with one
+  uniform entry point `demonstrate(task, seed, sim=None) -> Demonstration`), `recording`
   (`record_episode` and, through `recorder`, one uniform entry point for
   `plan-stack record-demos`), `bridge` (the bridge's config class and, for
   joint-space robots, `load_limits`), `sim_node` / `bridge_node` (ROS shells).
@@ -20,7 +21,29 @@ from typing import Any, Callable
 
 from plan_stack.config import ConfigError
 
-__all__ = ["Robot", "ROBOTS", "robot", "robot_names", "robot_of_bridge"]
+__all__ = ["Robot", "ROBOTS", "Demonstration", "robot", "robot_names", "robot_of_bridge", "check_task"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Demonstration:
+    """What every robot's scripted expert returns from `expert.demonstrate(task, seed, sim=None)`.
+
+    `success` means the same as in the robot's annotations; `episode` is the
+    robot's own record (joint commands, trajectory, driving statistics).
+    """
+
+    robot: str
+    task: str
+    seed: int
+    success: bool
+    episode: Any
+
+
+def check_task(robot_name: str, task: str) -> None:
+    """ValueError unless `task` is one of the robot's tasks (before any simulator is built)."""
+    tasks = ROBOTS[robot_name].tasks
+    if task not in tasks:
+        raise ValueError(f"task: {task!r} is not a {robot_name} task (choose from {list(tasks)})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +53,7 @@ class Robot:
     name: str
     tasks: tuple[str, ...]
     sim: str  # module:attribute of the simulator class
-    expert: str  # module:attribute of the scripted expert's entry point
+    expert: str  # module:attribute of `demonstrate(task, seed, sim=None) -> Demonstration`
     record_options: str  # module:attribute of the recorder's options dataclass
     bridge_config: str  # module:attribute of the bridge's config dataclass
     bridge_limits: str | None  # module:attribute of `load_limits(bridge_config) -> Limits`; None: not joint space
@@ -52,6 +75,10 @@ class Robot:
         module, _, attr = ref.partition(":")
         return getattr(importlib.import_module(f"{self.package}.{module}"), attr)
 
+    def demonstrate(self, task: str, seed: int, sim: Any = None) -> Demonstration:
+        """One scripted demonstration of `task` (on `sim`, or a fresh simulator)."""
+        return self.load(self.expert)(task, seed, sim)
+
     def recorder(self, task: str, out_dir: str, width: int, height: int) -> Callable[[int, Any], dict]:
         """`(seed, options) -> annotation` recording one demonstration of `task` (one simulator reused)."""
         return self.load("recording:recorder")(task, out_dir, width, height)
@@ -72,14 +99,14 @@ class Robot:
 
 
 ROBOTS: dict[str, Robot] = {r.name: r for r in (
-    Robot("aloha", ("transfer_cube", "insertion"), sim="sim:AlohaSim", expert="expert:plan_episode",
+    Robot("aloha", ("transfer_cube", "insertion"), sim="sim:AlohaSim", expert="expert:demonstrate",
           record_options="recording:RecordOptions", bridge_config="bridge:AlohaBridgeConfig",
           bridge_limits="bridge:load_limits", bridge_executable="aloha_bridge", sim_executable="aloha_sim",
           reports_reward=True),
-    Robot("franka", ("pick_place",), sim="sim:FrankaSim", expert="expert:run_episode",
+    Robot("franka", ("pick_place",), sim="sim:FrankaSim", expert="expert:demonstrate",
           record_options="recording:RecordOptions", bridge_config="bridge:FrankaBridgeConfig",
           bridge_limits="bridge:load_limits", bridge_executable="franka_bridge", sim_executable="franka_sim"),
-    Robot("drive", ("drive",), sim="sim:DriveSim", expert="expert:run_episode",
+    Robot("drive", ("drive",), sim="sim:DriveSim", expert="expert:demonstrate",
           record_options="recording:DriveRecordOptions", bridge_config="bridge:DriveBridgeConfig",
           bridge_limits=None, bridge_executable="drive_bridge", sim_executable="drive_sim",
           recorder_only_options=("duration", "horizon"),
