@@ -110,10 +110,12 @@ class ArmBridgeNode(Node):
     def _on_first_state(self, q: np.ndarray) -> None:
         """Called once, with the lock held, when the first joint_states message arrives."""
 
-    @property
-    def _follower(self):
-        """The mirrored controller reference (None before the first joint state); kept for older callers."""
-        return self.bridge.follower
+    # Read-only views of the library's state, kept for callers (tests, scripts) written before `ArmBridge`.
+    _follower = property(lambda self: self.bridge.follower)
+    _measured = property(lambda self: self.bridge.measured)
+    _measured_s = property(lambda self: self.bridge.measured_s)
+    _seq = property(lambda self: self.bridge.seq)
+    _hold_sent = property(lambda self: self.bridge.hold_sent)
 
     @property
     def ready(self) -> bool:
