@@ -304,3 +304,26 @@ def test_no_module_uses_rclpy_init_as_a_context_manager():
                  for p in (root / folder).rglob("*.py")
                  for i, line in enumerate(p.read_text().splitlines()) if re.search(r"with\s+rclpy\.init\(", line)]
     assert not offenders, offenders
+
+
+def test_enum_parameters_are_strings_naming_their_members():
+    """A StrEnum config field is a string parameter; its descriptor lists the members; the config holds the member."""
+    from rclpy.parameter import Parameter as _P
+
+    from plan_stack.ros.conventions import declare_config as _declare
+    from plan_stack.ros.testing import ros_context as _ctx
+    from plan_stack.trajectory.config import StitchMode, StitcherConfig
+
+    from rclpy.node import Node as _Node
+
+    with _ctx() as ctx:
+        node = _Node("enum_params", context=ctx, parameter_overrides=[_P("joint_names", value=["a"]),
+                                                                       _P("mode", value="settle")])
+        try:
+            cfg = _declare(node, StitcherConfig)
+            assert cfg.mode is StitchMode.SETTLE
+            assert node.get_parameter("mode").type_ == _P.Type.STRING
+            desc = node.describe_parameter("mode")
+            assert desc.additional_constraints == "one of ['tracking', 'settle']"
+        finally:
+            node.destroy_node()

@@ -125,8 +125,9 @@ def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind, read_only: boo
         desc.type = ParameterType.PARAMETER_NOT_SET
         return desc
     desc.type = _SCALAR_TYPES[kind.scalar] if kind.scalar else _ARRAY_TYPES[kind.item]
-    if info.choices is not None:
-        desc.additional_constraints = f"one of {list(info.choices)}"
+    if info.choices is not None or kind.enum is not None:
+        allowed = list(info.choices) if info.choices is not None else list(kind.enum)
+        desc.additional_constraints = f"one of {[c.value if kind.enum else c for c in allowed]}"
     # rclpy enforces ranges only on scalars; sequences are checked by the config.
     if kind.scalar is float and (info.min is not None or info.max is not None):
         desc.floating_point_range = [FloatingPointRange(
