@@ -63,7 +63,7 @@ def _render_row(name: str, cameras: int, render_set, advance, w: int, h: int, se
 
 def _hold_target(follower, names, q0: np.ndarray, now_s: float) -> None:
     """A long trajectory to q0 + 0.05 rad, so the follower interpolates every step as in the node."""
-    from plan_stack.embodiments.joint_trajectory import Trajectory
+    from plan_stack.trajectory.core import Trajectory
 
     target = q0[None, :] + 0.05
     follower.set_trajectory(Trajectory(names, 0.0, np.array([1e6]), target, np.zeros_like(target),
@@ -74,7 +74,7 @@ def aloha_rows(seconds: float, seed: int) -> list[dict]:
     from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
     from plan_stack.embodiments.aloha.model import JOINT_NAMES
     from plan_stack.embodiments.aloha.sim import AlohaSim, CameraRenderer
-    from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+    from plan_stack.trajectory.core import TrajectoryFollower
 
     sim = AlohaSim("transfer_cube", offscreen_size=(640, 480))
     sim.reset(seed=seed)
@@ -112,7 +112,7 @@ def aloha_rows(seconds: float, seed: int) -> list[dict]:
 def franka_rows(seconds: float, seed: int) -> list[dict]:
     from plan_stack.embodiments.franka.model import READY_POSE
     from plan_stack.embodiments.franka.sim import Cameras, FrankaSim
-    from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+    from plan_stack.trajectory.core import TrajectoryFollower
 
     sim = FrankaSim(offscreen_size=(640, 480))
     sim.reset(seed=seed)

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from plan_stack.config import ConfigError, from_mapping, param, validate
+from plan_stack.config import ConfigError, field_kinds, from_mapping, param, validate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,3 +52,49 @@ def test_from_mapping_reports_unknown_and_missing_keys():
     with pytest.raises(ConfigError, match=r"^joint_names: required parameter is missing"):
         from_mapping(Demo, {})
     assert from_mapping(Demo, {"joint_names": ["a"]}).horizon == 50
+
+
+# --- Enum fields (modes) ---------------------------------------------------------------
+
+import enum as _enum  # noqa: E402
+
+
+class _Mode(_enum.StrEnum):
+    TRACKING = "tracking"
+    SETTLE = "settle"
+
+
+@dataclasses.dataclass(frozen=True)
+class _WithMode:
+    mode: _Mode = param("a mode", _Mode.TRACKING)
+    legal: _Mode = param("a restricted mode", _Mode.TRACKING, choices=(_Mode.TRACKING,))
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def test_enum_fields_take_the_member_or_its_string():
+    assert _WithMode().mode is _Mode.TRACKING
+    cfg = _WithMode(mode="settle")
+    assert cfg.mode is _Mode.SETTLE and cfg.mode == "settle"  # a StrEnum still compares with its string
+    assert from_mapping(_WithMode, {"mode": "settle"}).mode is _Mode.SETTLE
+    with pytest.raises(ConfigError, match=r"^mode: 'stop' is not one of \['tracking', 'settle'\]"):
+        _WithMode(mode="stop")
+    with pytest.raises(ConfigError, match="^mode: expected a string"):
+        _WithMode(mode=1)
+    with pytest.raises(ConfigError, match=r"^legal: 'settle' is not one of \['tracking'\]"):
+        _WithMode(legal="settle")
+
+
+class _Code(_enum.IntEnum):
+    OK = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bad:
+    code: _Code = param("a code", _Code.OK)
+
+
+def test_enum_fields_must_be_string_enums():
+    with pytest.raises(TypeError, match="must be a StrEnum"):
+        field_kinds(_Bad)

@@ -10,12 +10,16 @@ and whether the value sizes buffers (read-only). The same metadata drives
   node declares exactly its config's fields and fails at start-up with the
   dataclass's message naming the parameter.
 
-Supported field types: bool, int, float, str, tuple[T, ...] of those, and
-`float | tuple[float, ...]` (a scalar or one value per joint). No ROS imports.
+Supported field types: bool, int, float, str, tuple[T, ...] of those,
+`float | tuple[float, ...]` (a scalar or one value per joint), and
+`enum.StrEnum` classes (modes: the parameter is the member's string, the
+field holds the member, any other string is refused naming the members).
+No ROS imports.
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -74,6 +78,7 @@ class FieldKind:
 
     scalar: type | None  # accepted scalar type, None if sequences only
     item: type | None  # element type of an accepted sequence, None if scalar only
+    enum: type[enum.Enum] | None = None  # an Enum field: a string parameter holding one member's value
 
     @property
     def dynamic(self) -> bool:
@@ -84,6 +89,10 @@ def _kind_of(tp: Any, where: str) -> FieldKind:
     origin = typing.get_origin(tp)
     if tp in _SCALARS:
         return FieldKind(tp, None)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if not issubclass(tp, str):
+            raise TypeError(f"{where}: an Enum field must be a StrEnum (its parameter is a string)")
+        return FieldKind(str, None, tp)
     if origin in (tuple, list):
         args = typing.get_args(tp)
         item = args[0] if args else None
@@ -140,8 +149,26 @@ def _check_scalar(name: str, value: Any, tp: type, info: ParamInfo) -> Any:
     return value
 
 
+def _check_enum(name: str, value: Any, cls: type[enum.Enum], info: ParamInfo) -> enum.Enum:
+    """A member of `cls`, given as the member or as its string value."""
+    if isinstance(value, cls):
+        member = value
+    elif isinstance(value, str):
+        try:
+            member = cls(value)
+        except ValueError:
+            raise ConfigError(f"{name}: {value!r} is not one of {[m.value for m in cls]!r}") from None
+    else:
+        raise ConfigError(f"{name}: expected a string, got {value!r}")
+    if info.choices is not None and member not in info.choices:
+        raise ConfigError(f"{name}: {member.value!r} is not one of {[cls(c).value for c in info.choices]!r}")
+    return member
+
+
 def normalise_value(name: str, value: Any, kind: FieldKind, info: ParamInfo) -> Any:
-    """Type-check and canonicalise one value (ints to float, lists to tuples)."""
+    """Type-check and canonicalise one value (ints to float, lists to tuples, strings to Enum members)."""
+    if kind.enum is not None and not isinstance(value, (list, tuple)):
+        return _check_enum(name, value, kind.enum, info)
     if isinstance(value, (list, tuple)):
         if kind.item is None:
             raise ConfigError(f"{name}: expected a single value, got a list {value!r}")

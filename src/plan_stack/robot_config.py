@@ -11,6 +11,9 @@ imports. Format:
         executable: <name in plan_stack.executables.NODES>
         parameters: {...}   # the node's own parameters
         remappings: {from: to}
+        limits_from:        # optional (the stitcher): limit parameters derived from a bridge node's
+          bridge: <node>    # limits (URDF + its parameters) by `trajectory.limits.LimitRule`;
+          velocity_scale: 0.9   # the other keys are the rule's fields (defaults otherwise)
 """
 from __future__ import annotations
 
@@ -104,9 +107,10 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
         raise ConfigError(f"{unknown[0]}: unknown top-level key in {path} (expected common, nodes)")
     common = _mapping(data.get("common"), f"{path}: common")
     specs = []
+    derived = []
     for name, body in _mapping(data.get("nodes"), f"{path}: nodes").items():
         body = _mapping(body, f"{path}: nodes.{name}")
-        extra = sorted(set(body) - {"executable", "parameters", "remappings"})
+        extra = sorted(set(body) - {"executable", "parameters", "remappings", "limits_from"})
         if extra:
             raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
         params = {**common, **_mapping(body.get("parameters"), f"nodes.{name}.parameters")}
@@ -118,7 +122,42 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
         if exe not in NODES:
             raise ConfigError(f"nodes.{name}.executable: unknown executable {exe!r} (known: {sorted(NODES)})")
         specs.append(NodeSpec(name=str(name), executable=exe, parameters=params, remappings=remaps))
+        if body.get("limits_from") is not None:
+            derived.append((specs[-1], _mapping(body["limits_from"], f"nodes.{name}.limits_from")))
+    for spec, rule in derived:
+        _derive_limits(spec, rule, {s.name: s for s in specs})
     return RobotConfig(path=path, nodes=tuple(specs))
+
+
+def _derive_limits(spec: NodeSpec, rule: dict, nodes: dict[str, NodeSpec]) -> None:
+    """Fill a stitcher's limit parameters from its bridge's limits (docs/trajectory.md, "Limits")."""
+    from plan_stack.embodiments.registry import robot_of_bridge
+    from plan_stack.trajectory.limits import LimitRule
+
+    where = f"nodes.{spec.name}.limits_from"
+    rule = dict(rule)
+    bridge_name = rule.pop("bridge", None)
+    bridge = nodes.get(str(bridge_name))
+    if bridge is None:
+        raise ConfigError(f"{where}.bridge: no node {bridge_name!r} in this config (known: {sorted(nodes)})")
+    robot = robot_of_bridge(bridge.executable)
+    if robot is None or robot.bridge_limits is None:
+        raise ConfigError(f"{where}.bridge: {bridge_name} ({bridge.executable}) is not a joint-space bridge")
+    known = {f.name for f in dataclasses.fields(LimitRule)}
+    unknown = sorted(set(rule) - known)
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (known: bridge, {', '.join(sorted(known))})")
+    try:
+        derived = LimitRule(**rule).stitcher_limits(robot.joint_limits(bridge.parameters),
+                                                    spec.parameters.get("joint_names", ()),
+                                                    spec.parameters.get("discrete_joints", ()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    twice = sorted(set(derived) & set(spec.parameters))
+    if twice:
+        raise ConfigError(f"nodes.{spec.name}.parameters.{twice[0]}: derived from {bridge_name} by limits_from; "
+                          "remove it from parameters")
+    spec.parameters.update({k: list(v) for k, v in derived.items()})
 
 
 def ros_parameter_files(cfg: RobotConfig, out_dir: str | os.PathLike) -> list[Path]:

@@ -113,7 +113,8 @@ def test_chunker_cadence_rtc_prefix_and_refusals(checkpoint, backend):
             # 3. NaN state: no chunk, ERROR diagnostic
             n = len(rig.chunks)
             step(10.0 + 12 * DT, q=(0.1, float("nan"), 0.3))
-            assert spin_until(ex, lambda: _diag_seen(rig, "observation", "non-finite joint positions ['j1']"), 15.0)
+            bad = "joint state: non-finite position for ['j1']"
+            assert spin_until(ex, lambda: _diag_seen(rig, "observation", bad), 15.0)
             # 4. plan features too old for the observation: no chunk, STALE diagnostic
             step(10.8)
             assert spin_until(ex, lambda: _diag_seen(rig, "plan", "old at the observation"), 15.0)

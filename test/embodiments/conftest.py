@@ -36,8 +36,8 @@ class ArmGoals:
 
     def make_goal(self, times, positions, velocities=None, accelerations=None, names=None):
         from plan_stack.action import ExecuteTrajectory
-        from plan_stack.embodiments.joint_trajectory import Trajectory
-        from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
+        from plan_stack.ros.trajectory import trajectory_to_msg
+        from plan_stack.trajectory.core import Trajectory
 
         traj = Trajectory(tuple(names or self.names), 0.0, times, positions, velocities, accelerations)
         return ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))

@@ -40,12 +40,12 @@ def test_bridge_drops_reference_and_measured_state_when_time_goes_back():
         with executor_with(ctx, bridge, probe, threads=3) as ex:
             assert spin_until(ex, lambda: clock.get_subscription_count() > 0 and states.get_subscription_count() > 0,
                               20.0)
-            assert spin_until(ex, lambda: (tick(100), bridge._follower is not None)[1], 20.0, step_s=0.05)
+            assert spin_until(ex, lambda: (tick(100), bridge.ready)[1], 20.0, step_s=0.05)
             assert bridge.get_clock().now().nanoseconds >= 100 * 10**9
-            before = bridge._follower
+            before = bridge.bridge.follower
             clock.publish(Clock(clock=Time(sec=1)))  # the simulator restarted
             assert spin_until(ex, lambda: any("clock jumped back" in w for w in warnings), 20.0)
             # dropped (a joint_states already in flight may have rebuilt it, but never the old one)
-            assert bridge._follower is not before
+            assert bridge.bridge.follower is not before
             # joint_states after the reset rebuild the state from the new world
-            assert spin_until(ex, lambda: (tick(2), bridge._follower is not None)[1], 20.0, step_s=0.05)
+            assert spin_until(ex, lambda: (tick(2), bridge.ready)[1], 20.0, step_s=0.05)

@@ -6,19 +6,19 @@ import math
 import numpy as np
 import pytest
 
-from plan_stack.embodiments.joint_trajectory import Reference, Trajectory
 from plan_stack.embodiments.validation import (
     INVALID_GOAL,
     INVALID_JOINTS,
     OLD_HEADER_TIMESTAMP,
-    JointLimits,
     LimitsError,
     check_trajectory,
     limits_from_urdf,
 )
+from plan_stack.trajectory.core import Reference, Trajectory
+from plan_stack.trajectory.limits import Limits
 
 NAMES = ("j1", "j2")
-LIMITS = JointLimits(NAMES, np.array([-1.0, -2.0]), np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([4.0, 8.0]))
+LIMITS = Limits.for_joints(NAMES, np.array([-1.0, -2.0]), np.array([1.0, 2.0]), np.array([1.0, 2.0]), np.array([4.0, 8.0]))
 REST = Reference(np.zeros(2), np.zeros(2), np.zeros(2), False)
 
 
@@ -100,6 +100,15 @@ def test_limits_from_urdf(tmp_path):
 
 def test_joint_limits_validate_themselves():
     with pytest.raises(LimitsError, match="^velocity: expected 2 values"):
-        JointLimits(NAMES, np.zeros(2), np.ones(2), np.ones(3), np.ones(2))
+        Limits.for_joints(NAMES, np.zeros(2), np.ones(2), np.ones(3), np.ones(2))
     with pytest.raises(LimitsError, match="^lower:"):
-        JointLimits(NAMES, np.ones(2), np.zeros(2), np.ones(2), np.ones(2))
+        Limits.for_joints(NAMES, np.ones(2), np.zeros(2), np.ones(2), np.ones(2))
+
+
+def test_result_codes_are_the_action_s_codes():
+    pytest.importorskip("rclpy")
+    from plan_stack.action import ExecuteTrajectory
+    from plan_stack.embodiments.validation import ResultCode
+
+    for code in ResultCode:
+        assert getattr(ExecuteTrajectory.Result, code.name) == code

@@ -114,3 +114,25 @@ def test_stitcher_refuses_a_negative_velocity_limit_at_run_time():
             result = set_remote(probe, ex, "stitcher", v_max=-1.0)
             assert not result[0].successful and result[0].reason
             assert node.get_parameter("v_max").value == before
+
+
+def test_enum_parameters_are_strings_naming_their_members():
+    """A StrEnum config field is a string parameter; its descriptor lists the members; the config holds the member."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from plan_stack.ros.params import declare_config
+    from plan_stack.ros.testing import ros_context
+    from plan_stack.trajectory.config import StitcherConfig, StitchMode
+
+    with ros_context() as ctx:
+        node = Node("enum_params", context=ctx, parameter_overrides=[Parameter("joint_names", value=["a"]),
+                                                                     Parameter("mode", value="settle")])
+        try:
+            cfg = declare_config(node, StitcherConfig)
+            assert cfg.mode is StitchMode.SETTLE
+            assert node.get_parameter("mode").type_ == Parameter.Type.STRING
+            desc = node.describe_parameter("mode")
+            assert desc.additional_constraints == "one of ['tracking', 'settle']"
+        finally:
+            node.destroy_node()

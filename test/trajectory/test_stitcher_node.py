@@ -82,6 +82,13 @@ def test_chunks_become_trajectories_and_bad_chunks_do_not():
             assert any("no_state" in s.message for s in peer.diags) or spin_until(
                 ex, lambda: any("no_state" in s.message for s in peer.diags), 10.0)
 
+            # A joint state lacking a joint is reported in diagnostics, never used as the measured state.
+            lacking = JointState(name=NAMES[:3], position=[0.0] * 3)
+            assert spin_until(ex, lambda: (peer.states.publish(lacking), any(
+                s.name.endswith("joint_states") and "rejected: missing joints ['grip']" in s.message
+                for s in peer.diags))[1], 10.0)
+            assert node._measured is None and node.counts["bad_joint_states"] >= 1
+
             assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)

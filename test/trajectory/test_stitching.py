@@ -200,7 +200,7 @@ def test_trajectory_sampling_is_exact_on_cubic_segments():
     j, dt = 3.0, 0.1
     t = np.array([0.0, dt])
     q, v, a = j * t**3 / 6, j * t**2 / 2, j * t
-    tr = Trajectory(0.0, dt, ("x",), q[:, None], v[:, None], a[:, None])
+    tr = Trajectory.on_grid(0.0, dt, ("x",), q[:, None], v[:, None], a[:, None])
     qs, vs, as_ = tr.sample(np.array([0.037]))
     assert qs[0, 0] == pytest.approx(j * 0.037**3 / 6, rel=1e-9)
     assert vs[0, 0] == pytest.approx(j * 0.037**2 / 2, rel=1e-9)
@@ -262,3 +262,12 @@ def test_settle_ends_at_rest_with_grippers_at_their_target(backend):
     np.testing.assert_allclose(tr.positions[-1], [0.05, 0.0, 0.0, 1.0], atol=1e-12)
     assert not np.any(tr.velocities[-1]) and not np.any(tr.accelerations[-1])
     assert np.all(np.abs(np.diff(tr.positions[:, 3])) <= 2.0 * DT * (1 + 1e-12))
+
+
+def test_modes_are_enums_that_read_from_their_strings():
+    from plan_stack.trajectory.config import Backend, QpSolver, StitchMode
+
+    cfg = StitcherConfig(joint_names=("a",), backend="ruckig", mode="settle", qp_solver="osqp")
+    assert (cfg.backend, cfg.mode, cfg.qp_solver) == (Backend.RUCKIG, StitchMode.SETTLE, QpSolver.OSQP)
+    with pytest.raises(ConfigError, match=r"^mode: 'stop' is not one of \['tracking', 'settle'\]"):
+        StitcherConfig(joint_names=("a",), mode="stop")

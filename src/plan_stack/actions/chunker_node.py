@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import threading
 import time
 
@@ -41,6 +40,7 @@ from plan_stack.actions.rtc.runtime import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
 from plan_stack.engines.runtime import FlowStepEngine
+from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
 from plan_stack.paths import find_data
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
@@ -96,6 +96,7 @@ class ChunkerNode(Node):
         super().__init__("chunker", **kwargs)
         self.cfg = cfg = declare_config(self, ChunkerConfig)
         self.rtc_cfg = declare_config(self, RtcConfig)
+        self._joints = JointSelector(cfg.joint_names)
         try:
             # A relative name is looked up in the package's models/ folder (source tree or install).
             checkpoint = str(find_data("models", cfg.checkpoint))
@@ -217,18 +218,11 @@ class ChunkerNode(Node):
 
     def _state(self, msg: Observation) -> np.ndarray | None:
         js = msg.joint_state
-        names = list(js.name)
-        if len(js.position) != len(names) or any(j not in names for j in self.cfg.joint_names):
-            missing = [j for j in self.cfg.joint_names if j not in names]
-            self._refuse("observation", ERROR,
-                         f"joint state lacks {missing}" if missing else "joint state names/positions mismatch")
+        try:
+            return self._joints.select(js.name, js.position).position
+        except JointSelectError as exc:
+            self._refuse("observation", ERROR, f"joint state: {exc}", problem=exc.reason.value)
             return None
-        state = np.asarray([js.position[names.index(j)] for j in self.cfg.joint_names], dtype=float)
-        if not np.all(np.isfinite(state)):
-            bad = [j for j, v in zip(self.cfg.joint_names, state) if not math.isfinite(v)]
-            self._refuse("observation", ERROR, f"non-finite joint positions {bad}")
-            return None
-        return state
 
     def _reject_plan(self, reason: str) -> None:
         with self._plan_lock:

@@ -22,14 +22,14 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.gl_backend import choose_backend
-from plan_stack.embodiments.joint_trajectory import TrajectoryError, TrajectoryFollower
-from plan_stack.embodiments.trajectory_convert import trajectory_from_msg
 from plan_stack.ros.diagnostics import ERROR, WARN
 from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.lifecycle import fail
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import s_to_stamp
+from plan_stack.ros.trajectory import trajectory_from_msg
+from plan_stack.trajectory.core import TrajectoryError, TrajectoryFollower
 
 __all__ = ["Every", "pose_msg", "camera_info_msg", "ClockPublisher", "CameraPublisher", "SimNode",
            "follow_trajectory_msg"]

@@ -7,8 +7,8 @@ scripted expert, replayed on its simulator with rendering, and written to
 `DIR/<task>_<seed>/` (a rosbag2 folder holding one .mcap) and
 `DIR/<task>_<seed>.json` (annotation; formats in docs/aloha.md,
 docs/franka.md, docs/drive.md). Options left out take the robot's recorder
-defaults (`data.recording.RecordOptions`,
-`embodiments.drive.recording.DriveRecordOptions`).
+defaults. Robots, their tasks, recorders and options come from
+`embodiments.registry`.
 """
 from __future__ import annotations
 
@@ -16,20 +16,16 @@ import argparse
 import sys
 import time
 
-from plan_stack.embodiments.aloha.model import TASKS as ALOHA_TASKS
+from plan_stack.embodiments.registry import ROBOTS, robot_names
 
 #: robot -> its tasks (the first is the default).
-ROBOT_TASKS: dict[str, tuple[str, ...]] = {
-    "aloha": ("transfer_cube", *sorted(t for t in ALOHA_TASKS if t != "transfer_cube")),
-    "franka": ("pick_place",),
-    "drive": ("drive",),
-}
-#: options that only the driving recorder has.
-_DRIVE_ONLY = ("duration", "horizon")
+ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.items()}
+#: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
+_ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robot", choices=sorted(ROBOT_TASKS), default="aloha", help="embodiment (default aloha)")
+    parser.add_argument("--robot", choices=robot_names(), default="aloha", help="embodiment (default aloha)")
     parser.add_argument("--task", choices=sorted({t for ts in ROBOT_TASKS.values() for t in ts}), default=None,
                         help="task of the robot (default: transfer_cube for aloha; franka: pick_place; drive: drive)")
     parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
@@ -50,45 +46,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace):
     """The robot's recorder options from the arguments given (the rest keep the recorder's defaults)."""
+    robot = ROBOTS[args.robot]
     given = {"width": args.width, "height": args.height, "camera_rate_hz": args.camera_rate,
              "keyframe_period_s": args.keyframe_period, "waypoints": args.waypoints}
-    if args.robot == "drive":
-        from plan_stack.embodiments.drive.recording import DriveRecordOptions as Options
-
-        given.update(duration_s=args.duration, horizon_s=args.horizon)
-    else:
-        from plan_stack.data.recording import RecordOptions as Options
-    return Options(**{k: v for k, v in given.items() if v is not None})
-
-
-def _recorder(robot: str, task: str, args: argparse.Namespace):
-    """seed, options -> annotation dict, for one robot (one simulator reused across episodes where it can be)."""
-    if robot == "aloha":
-        from plan_stack.embodiments.aloha.recording import record_episode as record_aloha
-        from plan_stack.embodiments.aloha.sim import AlohaSim
-
-        sim = AlohaSim(task, offscreen_size=(args.width, args.height))
-        return lambda seed, options: record_aloha(task, seed, args.out, options, sim=sim)
-    if robot == "franka":
-        from plan_stack.embodiments.franka.recording import record_episode as record_franka
-        from plan_stack.embodiments.franka.sim import FrankaSim
-
-        sim = FrankaSim(offscreen_size=(args.width, args.height))
-        return lambda seed, options: record_franka(seed, args.out, options, sim=sim)
-    from plan_stack.embodiments.drive.recording import record_episode as record_drive
-
-    return lambda seed, options: record_drive(seed, args.out, options)
+    given.update({_ONLY_SOME[name]: getattr(args, name) for name in robot.recorder_only_options})
+    options = robot.load(robot.record_options)
+    return options(**{k: v for k, v in given.items() if v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
-    robot = args.robot
+    robot, spec = args.robot, ROBOTS[args.robot]
     task = args.task or ROBOT_TASKS[robot][0]
     if task not in ROBOT_TASKS[robot]:
         print(f"record-demos: --task {task} is not a {robot} task (choose from {list(ROBOT_TASKS[robot])})",
               file=sys.stderr)
         return 2
-    if robot != "drive" and any(getattr(args, name) is not None for name in _DRIVE_ONLY):
-        print(f"record-demos: --{'/--'.join(_DRIVE_ONLY)} apply to --robot drive only", file=sys.stderr)
+    foreign = [n for n in _ONLY_SOME if n not in spec.recorder_only_options and getattr(args, n) is not None]
+    if foreign:
+        owners = [r.name for r in ROBOTS.values() if foreign[0] in r.recorder_only_options]
+        print(f"record-demos: --{'/--'.join(foreign)} apply to --robot {'/'.join(owners)} only", file=sys.stderr)
         return 2
     if args.episodes < 1:
         print("record-demos: --episodes must be at least 1", file=sys.stderr)
@@ -98,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"record-demos: {exc}", file=sys.stderr)
         return 2
-    record = _recorder(robot, task, args)
+    record = spec.recorder(task, args.out, args.width, args.height)
     solved = 0
     for i in range(args.episodes):
         seed = args.seed + i
@@ -109,9 +85,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"record-demos: {exc}", file=sys.stderr)
             return 1
         solved += ann["success"]
-        reward = f" (reward {ann['reward']})" if robot == "aloha" else ""
+        reward = f" (reward {ann['reward']})" if spec.reports_reward else ""
         print(f"{task} seed {seed}: {'success' if ann['success'] else 'FAILED'}{reward}, "
               f"{len(ann['keyframes'])} keyframes, {time.monotonic() - t0:.1f} s -> {args.out}/{ann['bag']}")
-    outcome = "without collision or road departure" if robot == "drive" else "solved"
-    print(f"{solved}/{args.episodes} episodes {outcome}")
+    print(f"{solved}/{args.episodes} episodes {spec.success_means}")
     return 0

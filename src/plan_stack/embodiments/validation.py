@@ -10,8 +10,8 @@ error code and a message naming the joint, point and limit:
 3. the reference curve the controller will follow (the same interpolation
    as `joint_trajectory`, starting from the present reference state) stays
    inside position limits and, sampled densely, inside velocity limits, and
-   for cubic/quintic curves inside acceleration limits, and jerk limits when
-   `JointLimits.jerk` is given (INVALID_GOAL). A
+   for cubic/quintic curves inside acceleration limits, and jerk limits where
+   they are finite (INVALID_GOAL). A
    position-only (linear) trajectory has unbounded acceleration at its knots
    by construction, so only its velocity is checked; send velocities (and
    accelerations) for acceleration-limited motion.
@@ -22,6 +22,7 @@ Limits come from the URDF (position, velocity) and the robot config
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import os
 import xml.etree.ElementTree as ET
@@ -29,54 +30,32 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from plan_stack.config import ConfigError
-from plan_stack.embodiments.joint_trajectory import Reference, Trajectory, TrajectoryError, spline_from
 from plan_stack.paths import find_data
+from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, spline_from
+from plan_stack.trajectory.limits import Limits, LimitsError
 
 __all__ = [
-    "SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "GOAL_TOLERANCE_VIOLATED",
-    "JointLimits", "Verdict", "LimitsError", "find_urdf", "limits_from_urdf", "check_trajectory", "stop_trajectory",
+    "ResultCode", "SUCCESSFUL", "INVALID_GOAL", "INVALID_JOINTS", "OLD_HEADER_TIMESTAMP", "GOAL_TOLERANCE_VIOLATED",
+    "Limits", "Verdict", "LimitsError", "find_urdf", "limits_from_urdf", "check_trajectory", "stop_trajectory",
 ]
 
-# control_msgs/FollowJointTrajectory result codes (mirrored by ExecuteTrajectory).
-SUCCESSFUL = 0
-INVALID_GOAL = -1
-INVALID_JOINTS = -2
-OLD_HEADER_TIMESTAMP = -3
-PATH_TOLERANCE_VIOLATED = -4
-GOAL_TOLERANCE_VIOLATED = -5
+class ResultCode(enum.IntEnum):
+    """control_msgs/FollowJointTrajectory result codes (ExecuteTrajectory.Result mirrors them)."""
+
+    SUCCESSFUL = 0
+    INVALID_GOAL = -1
+    INVALID_JOINTS = -2
+    OLD_HEADER_TIMESTAMP = -3
+    PATH_TOLERANCE_VIOLATED = -4
+    GOAL_TOLERANCE_VIOLATED = -5
 
 
-class LimitsError(ConfigError):
-    """Missing or malformed joint limits (URDF or config)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class JointLimits:
-    """Per-joint limits in robot units; +inf where a limit does not exist."""
-
-    joint_names: tuple[str, ...]
-    lower: np.ndarray
-    upper: np.ndarray
-    velocity: np.ndarray
-    acceleration: np.ndarray
-    jerk: np.ndarray | None = None  # optional (Franka); None = not checked
-
-    def __post_init__(self) -> None:
-        d = len(self.joint_names)
-        for f in ("lower", "upper", "velocity", "acceleration", "jerk"):
-            if getattr(self, f) is None:
-                continue
-            arr = np.asarray(getattr(self, f), dtype=float).reshape(-1)
-            if arr.shape != (d,):
-                raise LimitsError(f"{f}: expected {d} values, got {arr.shape[0]}")
-            object.__setattr__(self, f, arr)
-        if np.any(self.lower > self.upper):
-            raise LimitsError("lower: a lower position limit is above its upper limit")
-        if np.any(self.velocity <= 0) or np.any(self.acceleration <= 0):
-            raise LimitsError("velocity/acceleration: limits must be positive")
-        if self.jerk is not None and np.any(self.jerk <= 0):
-            raise LimitsError("jerk: limits must be positive")
+SUCCESSFUL = ResultCode.SUCCESSFUL
+INVALID_GOAL = ResultCode.INVALID_GOAL
+INVALID_JOINTS = ResultCode.INVALID_JOINTS
+OLD_HEADER_TIMESTAMP = ResultCode.OLD_HEADER_TIMESTAMP
+PATH_TOLERANCE_VIOLATED = ResultCode.PATH_TOLERANCE_VIOLATED
+GOAL_TOLERANCE_VIOLATED = ResultCode.GOAL_TOLERANCE_VIOLATED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +63,7 @@ class Verdict:
     """Result of a check: `ok`, or the error code and a message saying what broke."""
 
     ok: bool
-    error_code: int = SUCCESSFUL
+    error_code: ResultCode = ResultCode.SUCCESSFUL
     message: str = ""
 
 
@@ -136,7 +115,7 @@ def _fmt_point(i: int) -> str:
 def check_trajectory(
     traj: Trajectory,
     expected_names: Sequence[str],
-    limits: JointLimits,
+    limits: Limits,
     now_s: float,
     initial: Reference | None = None,
     jump_tolerance: float = 1e-3,
@@ -181,14 +160,14 @@ def check_trajectory(
     pos = traj.positions[:, order]
     vel = None if traj.velocities is None else traj.velocities[:, order]
     acc = None if traj.accelerations is None else traj.accelerations[:, order]
-    lo, hi = limits.lower, limits.upper
+    lo, hi = limits.q_min, limits.q_max
     for i, q in enumerate(pos):
         bad = np.flatnonzero((q < lo - tolerance) | (q > hi + tolerance))
         if bad.size:
             j = int(bad[0])
             return Verdict(False, INVALID_GOAL,
                            f"positions: {expected_names[j]} = {q[j]:.6g} at {_fmt_point(i)} is outside [{lo[j]:.6g}, {hi[j]:.6g}]")
-    for label, arr, lim in (("velocities", vel, limits.velocity), ("accelerations", acc, limits.acceleration)):
+    for label, arr, lim in (("velocities", vel, limits.v_max), ("accelerations", acc, limits.a_max)):
         if arr is None:
             continue
         over = np.abs(arr) > lim * (1 + tolerance)
@@ -216,17 +195,17 @@ def check_trajectory(
     except TrajectoryError as exc:
         return Verdict(False, INVALID_GOAL, str(exc))
     q_s, v_s, a_s = spline.dense(samples_per_segment)
-    checks = [("position", q_s, None), ("velocity", np.abs(v_s), limits.velocity)]
+    checks = [("position", q_s, None), ("velocity", np.abs(v_s), limits.v_max)]
     if spline.mode != "linear":
-        checks.append(("acceleration", np.abs(a_s), limits.acceleration))
+        checks.append(("acceleration", np.abs(a_s), limits.a_max))
     bad_q = np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))
     if bad_q.size:
         j = int(bad_q[0][1])
         return Verdict(False, INVALID_GOAL,
                        f"positions: the interpolated {spline.mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected_names[j]}")
-    if limits.jerk is not None and spline.mode != "linear":
+    if limits.has_jerk_limits and spline.mode != "linear":
         # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
-        checks.append(("jerk", np.abs(spline.dense_jerk(samples_per_segment)), limits.jerk))
+        checks.append(("jerk", np.abs(spline.dense_jerk(samples_per_segment)), limits.j_max))
     for label, arr, lim in checks[1:]:
         over = arr > lim * (1 + tolerance)
         if np.any(over):
@@ -238,7 +217,7 @@ def check_trajectory(
     return _OK
 
 
-def stop_trajectory(ref: Reference, limits: JointLimits, scale: float = 0.8, points: int = 8) -> Trajectory:
+def stop_trajectory(ref: Reference, limits: Limits, scale: float = 0.8, points: int = 8) -> Trajectory:
     """Decelerate every joint from `ref` to rest, synchronised, within `scale` x the acceleration limits.
 
     All joints stop together after T = max_j |v_j| / (scale * a_max_j); each
@@ -250,7 +229,7 @@ def stop_trajectory(ref: Reference, limits: JointLimits, scale: float = 0.8, poi
     relative (stamp 0 = now); a joint set already at rest yields one hold point.
     """
     q, v = ref.positions, ref.velocities
-    a_stop = scale * limits.acceleration
+    a_stop = scale * limits.a_max
     duration = float(np.max(np.abs(v) / a_stop))
     if duration < 1e-3:
         return Trajectory(limits.joint_names, 0.0, np.array([1e-3]), q[None, :].copy(), np.zeros((1, len(q))))
@@ -259,5 +238,5 @@ def stop_trajectory(ref: Reference, limits: JointLimits, scale: float = 0.8, poi
     pos = q + v * t[:, None] + 0.5 * decel * t[:, None] ** 2
     vel = v + decel * t[:, None]
     vel[-1] = 0.0
-    pos = np.clip(pos, limits.lower, limits.upper)
+    pos = np.clip(pos, limits.q_min, limits.q_max)
     return Trajectory(limits.joint_names, 0.0, t, pos, vel)

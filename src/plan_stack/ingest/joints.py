@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plan_stack.ingest.errors import JointStateError
+from plan_stack.joint_states import JointSelectError, JointSelector
 
 __all__ = ["JointSample", "JointBuffer", "Lookup"]
 
@@ -59,8 +60,7 @@ class JointBuffer:
         self._tol = float(tolerance_s)
         self._stamps: list[float] = []
         self._samples: list[JointSample] = []
-        self._index: list[int] | None = None  # message order -> our order, cached per name list
-        self._index_key: tuple[str, ...] | None = None
+        self._selector = JointSelector(self.names)  # message order -> ours, cached per name list
 
     def __len__(self) -> int:
         return len(self._stamps)
@@ -90,33 +90,19 @@ class JointBuffer:
         With no configured names the first valid message fixes them.
         """
         names = tuple(names)
-        if len(names) != len(position):
-            raise JointStateError(f"{len(names)} names but {len(position)} positions")
-        for label, arr in (("velocities", velocity), ("efforts", effort)):
-            if len(arr) not in (0, len(names)):
-                raise JointStateError(f"{len(names)} names but {len(arr)} {label}")
-        if not self.names:
+        lengths_ok = len(names) == len(position) and all(len(a) in (0, len(names)) for a in (velocity, effort))
+        if not self.names and lengths_ok:
             if not names or len(set(names)) != len(names):
                 raise JointStateError(f"joint names must be non-empty and unique, got {list(names)}")
             self.names = names
-        if names != self._index_key:
-            lookup = {n: i for i, n in enumerate(names)}
-            missing = [n for n in self.names if n not in lookup]
-            if missing:
-                raise JointStateError(f"missing joints {missing}")
-            self._index = [lookup[n] for n in self.names]
-            self._index_key = names
-        idx = self._index
-        pos = np.asarray(position, dtype=np.float64)[idx]
-        vel = np.asarray(velocity, dtype=np.float64)[idx] if len(velocity) else np.zeros(0)
-        eff = np.asarray(effort, dtype=np.float64)[idx] if len(effort) else np.zeros(0)
-        for label, arr in (("position", pos), ("velocity", vel), ("effort", eff)):
-            if not np.all(np.isfinite(arr)):
-                bad = [self.names[i] for i in np.flatnonzero(~np.isfinite(arr))]
-                raise JointStateError(f"non-finite {label} for {bad}")
+            self._selector = JointSelector(names)
+        try:
+            sel = self._selector.select(names, position, velocity, effort, allow_duplicates=True)
+        except JointSelectError as exc:
+            raise JointStateError(str(exc)) from None
         if not math.isfinite(stamp_s):
             raise JointStateError(f"non-finite stamp {stamp_s}")
-        return JointSample(float(stamp_s), pos, vel, eff)
+        return JointSample(float(stamp_s), sel.position, sel.velocity, sel.effort)
 
     def add(self, sample: JointSample) -> str | None:
         """Insert a validated sample; returns a drop reason ('duplicate') or None.

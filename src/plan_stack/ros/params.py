@@ -68,6 +68,8 @@ def _descriptor(name: str, f: dataclasses.Field, kind: FieldKind, read_only: boo
     desc.type = _ros_type(kind)
     if info.choices is not None:
         desc.additional_constraints = f"one of {list(info.choices)}"
+    elif kind.enum is not None:
+        desc.additional_constraints = f"one of {[member.value for member in kind.enum]}"
     # rclpy enforces ranges only on scalars; sequences are checked by the config.
     if kind.scalar is float and (info.min is not None or info.max is not None):
         desc.floating_point_range = [FloatingPointRange(

@@ -2,10 +2,27 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from plan_stack.config import ConfigError, param, validate
 
-__all__ = ["StitcherConfig"]
+__all__ = ["StitcherConfig", "Backend", "StitchMode", "QpSolver"]
+
+
+class Backend(enum.StrEnum):
+    MPC = "mpc"  # joint MPC (OSQP / DAQP / active set where a bound binds)
+    RUCKIG = "ruckig"  # jerk-limited chaser
+
+
+class StitchMode(enum.StrEnum):
+    TRACKING = "tracking"  # follow the rolling chunk
+    SETTLE = "settle"  # come to rest at the chunk's last sample
+
+
+class QpSolver(enum.StrEnum):
+    DAQP = "daqp"
+    ACTIVE_SET = "active_set"
+    OSQP = "osqp"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,9 +31,9 @@ class StitcherConfig:
         "Joints of the output trajectory, in output order (chunks may list them in any order)", read_only=True)
     discrete_joints: tuple[str, ...] = param(
         "Subset of joint_names passed through rate-limited instead of optimised (grippers)", (), read_only=True)
-    backend: str = param("Trajectory generator: joint MPC (OSQP) or Ruckig", "mpc", choices=("mpc", "ruckig"))
-    mode: str = param("tracking: follow the rolling chunk; settle: come to rest at the chunk's last sample",
-                      "tracking", choices=("tracking", "settle"))
+    backend: Backend = param("Trajectory generator: joint MPC (OSQP) or Ruckig", Backend.MPC)
+    mode: StitchMode = param("tracking: follow the rolling chunk; settle: come to rest at the chunk's last sample",
+                             StitchMode.TRACKING)
     stitch_len: int = param(
         "Samples of the trajectory being executed kept unchanged at the start of a new one (>= 1; the last is "
         "the optimisation's start state)", 3, min=1, max=1000)
@@ -38,11 +55,11 @@ class StitcherConfig:
     w_stop_acceleration: float = param("MPC settle mode: weight on the final acceleration²", 1e-6, min=0.0)
     limit_margin: float = param(
         "Relative headroom the generators keep below each limit (absorbs solver tolerance)", 1e-3, min=0.0, max=0.1)
-    qp_solver: str = param(
+    qp_solver: QpSolver = param(
         "MPC solver for joints where a bound binds: DAQP (dual active set in C, one workspace per shape), the "
         "same dual active-set method in numpy (exact, slow: every step refactorises), or OSQP (set up once per "
         "horizon, warm-started) finished exactly by the active-set method from OSQP's active set",
-        "daqp", choices=("daqp", "active_set", "osqp"))
+        QpSolver.DAQP)
     osqp_eps: float = param("OSQP absolute/relative tolerance before polishing", 1e-4, min=1e-12, max=1e-2)
     osqp_max_iter: int = param("OSQP iteration cap per joint", 4000, min=10)
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)

@@ -9,6 +9,11 @@ optimised piecewise cubic exactly. Limits are checked on the samples:
 between consecutive samples (the mean jerk over the interval), positions
 against optional bounds. Discrete channels (grippers) are checked against
 their own rate limit on consecutive position differences.
+
+`Limits` is the one limits type of the stack: the stitcher builds it for its
+continuous joints from its configuration; the bridges build it per named joint
+(`Limits.for_joints`) from the URDF and their configuration, with no jerk
+limit (infinite) where the robot has none.
 """
 from __future__ import annotations
 
@@ -18,14 +23,18 @@ import math
 
 import numpy as np
 
-__all__ = ["TrajectoryError", "Limits", "LimitReport", "SampledStates", "check_limits", "CHECK_RTOL"]
+from plan_stack.config import ConfigError
+from plan_stack.trajectory.core import TrajectoryError
+
+__all__ = ["TrajectoryError", "LimitsError", "Limits", "LimitRule", "LimitReport", "SampledStates", "check_limits",
+           "CHECK_RTOL"]
 
 #: Relative slack of the final check: covers floating-point round-off only.
 CHECK_RTOL = 1e-9
 
 
-class TrajectoryError(ValueError):
-    """Base error of the trajectory library (bad limits, bad shapes, bad chunks)."""
+class LimitsError(ConfigError, TrajectoryError):
+    """Missing or malformed joint limits (URDF or config)."""
 
 
 class SampledStates:
@@ -49,13 +58,45 @@ class SampledStates:
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """Per-joint box limits of the continuous joints ([D] arrays, robot units)."""
+    """Per-joint box limits ([D] arrays, robot units); `joint_names` when built for named joints."""
 
     v_max: np.ndarray
     a_max: np.ndarray
     j_max: np.ndarray
     q_min: np.ndarray
     q_max: np.ndarray
+    joint_names: tuple[str, ...] = ()
+
+    @classmethod
+    def for_joints(cls, joint_names, lower, upper, velocity, acceleration, jerk=None) -> Limits:
+        """Limits of named joints ([D] each; jerk None = no jerk limit); raises LimitsError when malformed.
+
+        Position bounds may be infinite (continuous joints) and equal (a joint that must not move).
+        """
+        names = tuple(joint_names)
+        d = len(names)
+        arrays = {}
+        for f, value in (("lower", lower), ("upper", upper), ("velocity", velocity), ("acceleration", acceleration),
+                         ("jerk", np.full(d, np.inf) if jerk is None else jerk)):
+            arr = np.array(value, dtype=float).reshape(-1)
+            if arr.shape != (d,):
+                raise LimitsError(f"{f}: expected {d} values, got {arr.shape[0]}")
+            arrays[f] = arr
+        if np.any(np.isnan(arrays["lower"])) or np.any(np.isnan(arrays["upper"])) \
+                or np.any(arrays["lower"] > arrays["upper"]):
+            raise LimitsError("lower: a lower position limit is above its upper limit")
+        if np.any(~(arrays["velocity"] > 0)) or np.any(~(arrays["acceleration"] > 0)):
+            raise LimitsError("velocity/acceleration: limits must be positive")
+        if np.any(~(arrays["jerk"] > 0)):
+            raise LimitsError("jerk: limits must be positive")
+        for a in arrays.values():
+            a.setflags(write=False)
+        return cls(arrays["velocity"], arrays["acceleration"], arrays["jerk"], arrays["lower"], arrays["upper"],
+                   names)
+
+    @functools.cached_property
+    def has_jerk_limits(self) -> bool:
+        return bool(np.isfinite(self.j_max).any())
 
     @classmethod
     def create(cls, dof: int, v_max, a_max, j_max, q_min=None, q_max=None) -> Limits:
@@ -116,10 +157,11 @@ class Limits:
         mid = np.where(finite, 0.5 * (np.where(finite, self.q_min, 0.0) + np.where(finite, self.q_max, 0.0)), 0.0)
         return Limits(self.v_max * factor, self.a_max * factor, self.j_max * factor,
                       np.where(np.isfinite(self.q_min), mid + (self.q_min - mid) * factor, -np.inf),
-                      np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf))
+                      np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf), self.joint_names)
 
     def subset(self, idx) -> Limits:
-        return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx])
+        names = tuple(np.asarray(self.joint_names, dtype=object)[idx]) if self.joint_names else ()
+        return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx], names)
 
     def state_ok(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, rtol: float = CHECK_RTOL) -> bool:
         """True when one state [D] lies inside the position/velocity/acceleration box."""
@@ -191,3 +233,56 @@ def check_limits(
         vr, ar, jr, qv, rr = (np.inf if math.isnan(x) else x for x in (vr, ar, jr, qv, rr))
     return LimitReport(vr, ar, jr, qv, rr, ok)
 
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitRule:
+    """How the stitcher's limits follow from the bridge's, so the stitcher emits only what the bridge accepts.
+
+    Per joint: stitcher velocity / acceleration / jerk / discrete rate = the bridge's limit x its scale
+    (each <= 1: headroom for the bridge's dense check of the interpolated curve and for tracking); position
+    range = the bridge's range moved inward by `position_margin` on each side. Where the bridge sets no limit
+    (an infinite jerk limit) nothing is derived and the stitcher's own value stands.
+    """
+
+    velocity_scale: float = 0.9
+    acceleration_scale: float = 0.8
+    jerk_scale: float = 0.8
+    discrete_rate_scale: float = 0.8
+    position_margin: float = 0.03
+
+    def __post_init__(self) -> None:
+        for name in ("velocity_scale", "acceleration_scale", "jerk_scale", "discrete_rate_scale"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
+                raise LimitsError(f"{name}: must be in (0, 1], got {value!r}")
+        if not (isinstance(self.position_margin, (int, float)) and 0.0 <= self.position_margin < math.inf):
+            raise LimitsError(f"position_margin: must be finite and >= 0, got {self.position_margin!r}")
+
+    def stitcher_limits(self, bridge: Limits, joint_names, discrete_joints=()) -> dict[str, tuple[float, ...]]:
+        """Stitcher limit parameters (`StitcherConfig` field -> values) from the bridge's named limits.
+
+        `v_max`, `a_max`, `j_max`, `q_min`, `q_max` hold one value per continuous joint (in `joint_names`
+        order), `discrete_rate` one per discrete joint; `j_max` only when the bridge limits the jerk of every
+        continuous joint, the position bounds only where the bridge's range is finite for every one.
+        """
+        index = {n: i for i, n in enumerate(bridge.joint_names)}
+        missing = [n for n in joint_names if n not in index]
+        if missing:
+            raise LimitsError(f"joint_names: the bridge has no limits for {missing}")
+        cont = [index[n] for n in joint_names if n not in discrete_joints]
+        disc = [index[n] for n in joint_names if n in discrete_joints]
+        out: dict[str, tuple[float, ...]] = {
+            "v_max": tuple(float(x) for x in bridge.v_max[cont] * self.velocity_scale),
+            "a_max": tuple(float(x) for x in bridge.a_max[cont] * self.acceleration_scale),
+        }
+        if cont and np.all(np.isfinite(bridge.j_max[cont])):
+            out["j_max"] = tuple(float(x) for x in bridge.j_max[cont] * self.jerk_scale)
+        lo, hi = bridge.q_min[cont], bridge.q_max[cont]
+        if cont and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
+            m = np.minimum(self.position_margin, 0.25 * (hi - lo))  # never cross the middle of a short range
+            out["q_min"] = tuple(float(x) for x in lo + m)
+            out["q_max"] = tuple(float(x) for x in hi - m)
+        if disc:
+            out["discrete_rate"] = tuple(float(x) for x in bridge.v_max[disc] * self.discrete_rate_scale)
+        return out

@@ -8,36 +8,42 @@ failed stitch publishes nothing: the trajectory already sent stays in force.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import threading
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.time import Time
 from sensor_msgs.msg import JointState
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.config import param, validate
+from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk
 from plan_stack.ros.action_client import ActionCall, ActionCallError
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.trajectory import trajectory_to_msg
 from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus, Trajectory
+from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
 
+class InitialState(enum.StrEnum):
+    JOINT_STATES = "joint_states"
+    CHUNK = "chunk"
+
+
 @dataclasses.dataclass(frozen=True)
 class StitcherNodeConfig:
-    initial_state: str = param(
+    initial_state: InitialState = param(
         "Start state when no trajectory is active: the measured joint_states, or the chunk's first sample at "
-        "rest (only for open-loop simulation without joint_states)", "joint_states",
-        choices=("joint_states", "chunk"))
+        "rest (only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
     execute_action: str = param(
         "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")
@@ -58,23 +64,6 @@ class StitcherNodeConfig:
         validate(self)
 
 
-def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0) -> JointTrajectory:
-    """header.stamp = when sample 0 is due (epoch_ns + t0_s); time_from_start = i·dt."""
-    msg = JointTrajectory()
-    stamp_ns = epoch_ns + int(round(traj.t0_s * 1e9))
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
-    msg.joint_names = list(traj.joint_names)
-    P, V, A = traj.positions.tolist(), traj.velocities.tolist(), traj.accelerations.tolist()
-    points = []
-    for i in range(len(P)):
-        ns = int(round(i * traj.dt_s * 1e9))
-        points.append(JointTrajectoryPoint(positions=P[i], velocities=V[i], accelerations=A[i],
-                                           time_from_start=Duration(sec=ns // 1_000_000_000,
-                                                                    nanosec=ns % 1_000_000_000)))
-    msg.points = points
-    return msg
-
-
 class StitcherNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("stitcher", **kwargs)
@@ -86,7 +75,10 @@ class StitcherNode(Node):
         # resolve only ~0.2 us, too coarse to recognise samples on the shared grid exactly.
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
-        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0}
+        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0,
+                       "bad_joint_states": 0}
+        self._joints = JointSelector(self.cfg.joint_names)
+        self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
@@ -107,13 +99,20 @@ class StitcherNode(Node):
     # --- callbacks -----------------------------------------------------------------
 
     def _on_joint_state(self, msg: JointState) -> None:
-        if not all(j in msg.name for j in self.cfg.joint_names) or len(msg.position) != len(msg.name):
+        try:
+            sel = self._joints.select(msg.name, msg.position, msg.velocity)
+        except JointSelectError as exc:  # never a measured state: reported, not silently dropped
+            self.counts["bad_joint_states"] += 1
+            self.diag.report("joint_states", ERROR, f"rejected: {exc}", now=exc.reason is not self._joint_problem,
+                             reason=exc.reason.value, rejected=self.counts["bad_joint_states"])
+            self._joint_problem = exc.reason
             return
-        order = [list(msg.name).index(j) for j in self.cfg.joint_names]
-        q = np.asarray(msg.position, dtype=float)[order]
-        v = (np.asarray(msg.velocity, dtype=float)[order] if len(msg.velocity) == len(msg.name)
-             else np.zeros(len(order)))
-        self._measured = (self._now_s(), q, v)
+        if self._joint_problem is not None:
+            self._joint_problem = None
+            self.diag.report("joint_states", OK, "joint states accepted", now=True,
+                             rejected=self.counts["bad_joint_states"])
+        v = sel.velocity if len(sel.velocity) else np.zeros(len(sel.position))
+        self._measured = (self._now_s(), sel.position, v)
 
     def _now_s(self) -> float:
         return (self.get_clock().now().nanoseconds - self._epoch_ns) * 1e-9

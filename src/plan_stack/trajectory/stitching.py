@@ -35,6 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.core import GRID_EPS as _TIME_EPS
+from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import LimitReport, Limits, TrajectoryError, check_limits
 from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
 from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
@@ -42,9 +44,6 @@ from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
 __all__ = [
     "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Stitcher", "limits_from_config",
 ]
-
-_TIME_EPS = 1e-6  # fraction of a sample period treated as "on the grid" (20 ns at 50 Hz)
-
 
 class ChunkError(TrajectoryError):
     """A chunk that must not become motion. `reason` is a short machine-readable code:
@@ -75,65 +74,6 @@ class Chunk:
         if horizon < 1 or flat.size != horizon * len(names):
             raise ChunkError("shape", f"{flat.size} positions for horizon {horizon} x {len(names)} joints")
         return cls(float(stamp_s), names, float(dt_s), flat.reshape(horizon, len(names)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Trajectory:
-    """Samples [T, D] due at t0_s + i·dt_s (execution timeline, s)."""
-
-    t0_s: float
-    dt_s: float
-    joint_names: tuple[str, ...]
-    positions: np.ndarray
-    velocities: np.ndarray
-    accelerations: np.ndarray
-
-    @property
-    def end_s(self) -> float:
-        return self.t0_s + (len(self.positions) - 1) * self.dt_s
-
-    def sample(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(q, v, a) [n, D] at `times` as a quintic-interpolating controller executes it.
-
-        Grid times return the stored samples exactly; after the end the robot
-        holds the last position at rest; before the start, sample 0.
-        """
-        times = np.atleast_1d(np.asarray(times, dtype=float))
-        P, V, A = self.positions, self.velocities, self.accelerations
-        n_seg = len(P) - 1
-        u = (times - self.t0_s) / self.dt_s
-        k = np.rint(u)
-        if np.all((np.abs(u - k) <= _TIME_EPS) & (k >= 0) & (k <= n_seg)):  # all on the grid: stored samples
-            k = k.astype(int)
-            return P[k], V[k], A[k]
-        q = np.empty((len(times), P.shape[1]))
-        v = np.empty_like(q)
-        a = np.empty_like(q)
-        for r, x in enumerate(u):
-            k = round(x)
-            if abs(x - k) <= _TIME_EPS and 0 <= k <= n_seg:
-                q[r], v[r], a[r] = P[k], V[k], A[k]
-            elif x > n_seg:
-                q[r], v[r], a[r] = P[-1], 0.0, 0.0
-            elif x < 0:
-                q[r], v[r], a[r] = P[0], V[0], A[0]
-            else:
-                i = int(math.floor(x))
-                q[r], v[r], a[r] = _quintic(P[i], V[i], A[i], P[i + 1], V[i + 1], A[i + 1], self.dt_s,
-                                            (x - i) * self.dt_s)
-        return q, v, a
-
-
-def _quintic(p0, v0, a0, p1, v1, a1, h, t):
-    """Quintic Hermite segment through (p, v, a) at both ends, evaluated at t in [0, h]."""
-    dp = p1 - p0
-    c3 = (20 * dp - (8 * v1 + 12 * v0) * h - (3 * a0 - a1) * h * h) / (2 * h**3)
-    c4 = (-30 * dp + (14 * v1 + 16 * v0) * h + (3 * a0 - 2 * a1) * h * h) / (2 * h**4)
-    c5 = (12 * dp - 6 * (v1 + v0) * h + (a1 - a0) * h * h) / (2 * h**5)
-    q = p0 + t * (v0 + t * (a0 / 2 + t * (c3 + t * (c4 + t * c5))))
-    v = v0 + t * (a0 + t * (3 * c3 + t * (4 * c4 + t * 5 * c5)))
-    a = a0 + t * (6 * c3 + t * (12 * c4 + t * 20 * c5))
-    return q, v, a
 
 
 class StitchStatus(enum.Enum):
@@ -432,7 +372,7 @@ class Stitcher:
         n_c = len(q_c)
         T = S - 1 + n_c
         if not len(d) and S == 1:  # the common case: nothing to copy or rate-limit
-            return Trajectory(t_start, cfg.dt, cfg.joint_names, q_c, v_c, a_c)
+            return Trajectory.on_grid(t_start, cfg.dt, cfg.joint_names, q_c, v_c, a_c)
         step = self.discrete_rate * cfg.dt
         Pd = np.empty((T, len(d)))
         if len(d):
@@ -463,4 +403,4 @@ class Stitcher:
             V[:-1, d] = np.diff(Pd, axis=0) / cfg.dt
             V[-1, d] = 0.0
             A[:, d] = 0.0
-        return Trajectory(t_start, cfg.dt, cfg.joint_names, P, V, A)
+        return Trajectory.on_grid(t_start, cfg.dt, cfg.joint_names, P, V, A)

@@ -17,4 +17,4 @@ def test_aloha_yaml_parameters_are_valid():
     sim_cfg = from_mapping(AlohaSimConfig, {k: tuple(v) if isinstance(v, list) else v for k, v in sim.items()})
     bridge_cfg = from_mapping(AlohaBridgeConfig, {k: tuple(v) if isinstance(v, list) else v for k, v in bridge.items()})
     assert sim_cfg.left_arm_controller == bridge_cfg.left_arm_controller
-    assert load_limits(bridge_cfg).acceleration.shape == (14,)
+    assert load_limits(bridge_cfg).a_max.shape == (14,)

@@ -12,8 +12,8 @@ from plan_stack.embodiments.aloha.bridge import (
     split_for_controllers,
 )
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, load_model
-from plan_stack.embodiments.joint_trajectory import Reference, Spline, Trajectory
 from plan_stack.embodiments.validation import LimitsError, stop_trajectory
+from plan_stack.trajectory.core import Reference, Spline, Trajectory
 
 
 def test_urdf_limits_match_the_simulated_robot():
@@ -21,12 +21,12 @@ def test_urdf_limits_match_the_simulated_robot():
     m = load_model()
     for i, name in enumerate(JOINT_NAMES):
         if name.endswith("gripper"):
-            assert (lim.lower[i], lim.upper[i]) == (0.0, 1.0)
+            assert (lim.q_min[i], lim.q_max[i]) == (0.0, 1.0)
             continue
         arm, joint = name.split("_", 1)
         lo, hi = m.jnt_range[m.joint(f"vx300s_{arm}/{joint}").id]
-        assert np.isclose(lim.lower[i], lo) and np.isclose(lim.upper[i], hi), name
-        assert np.isclose(lim.velocity[i], np.pi)
+        assert np.isclose(lim.q_min[i], lo) and np.isclose(lim.q_max[i], hi), name
+        assert np.isclose(lim.v_max[i], np.pi)
 
 
 def test_config_checks():
@@ -38,7 +38,7 @@ def test_config_checks():
         AlohaBridgeConfig(velocity_scale=2.0)
     with pytest.raises(LimitsError, match="^urdf_path: no such file"):
         find_urdf("/nonexistent.urdf")
-    assert load_limits(AlohaBridgeConfig(acceleration_limits=3.0)).acceleration.tolist() == [3.0] * 14
+    assert load_limits(AlohaBridgeConfig(acceleration_limits=3.0)).a_max.tolist() == [3.0] * 14
 
 
 def test_split_maps_grippers_to_finger_metres():
@@ -65,8 +65,8 @@ def test_stop_trajectory_decelerates_within_limits_and_ends_at_rest():
     spline = Spline(np.concatenate([[0.0], stop.times_s]), np.vstack([ref.positions, stop.positions]),
                     np.vstack([v, stop.velocities]), None, "cubic")
     q, vel, acc = spline.dense(32)
-    assert np.all(np.abs(acc) <= 0.8 * lim.acceleration * 1.001)
+    assert np.all(np.abs(acc) <= 0.8 * lim.a_max * 1.001)
     assert np.allclose(stop.velocities[-1], 0) and np.allclose(spline.sample(10.0).velocities, 0)
-    assert np.isclose(stop.positions[-1, 0], 1.5**2 / (2 * 0.8 * lim.acceleration[0]), rtol=0.05)
+    assert np.isclose(stop.positions[-1, 0], 1.5**2 / (2 * 0.8 * lim.a_max[0]), rtol=0.05)
     rest = stop_trajectory(Reference(np.ones(14), np.zeros(14), np.zeros(14), False), lim)
     assert len(rest.times_s) == 1 and np.allclose(rest.positions[0], 1.0)

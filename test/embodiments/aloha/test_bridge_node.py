@@ -69,7 +69,7 @@ def graph():
             Parameter("use_sim_time", value=True), Parameter("watchdog_timeout", value=WATCHDOG_S)])
         probe = Probe(ctx)
         with executor_with(ctx, sim, bridge, probe) as ex:
-            assert spin_until(ex, lambda: len(probe.states) > 5 and bridge._follower is not None, 15.0)
+            assert spin_until(ex, lambda: len(probe.states) > 5 and bridge.ready, 15.0)
             assert probe.client.wait_for_server(timeout_sec=5.0)
             yield ex, probe, bridge
 
@@ -145,7 +145,7 @@ def test_cancel_decelerates_within_limits(graph, arm):
     spin_until(ex, lambda: probe.now() >= t_cancel, 5.0)
     n0 = len(probe.states)
     with bridge._lock:
-        ref = bridge._follower.sample(bridge._now())
+        ref = bridge.bridge.follower.sample(bridge._now())
     v0 = abs(ref.velocities[WAIST])
     assert v0 > 0.3
     fut = handle.cancel_goal_async()
@@ -154,13 +154,13 @@ def test_cancel_decelerates_within_limits(graph, arm):
     def sample_ref() -> bool:
         with bridge._lock:
             now = bridge._now()
-            refs.append((now, bridge._follower.sample(now).velocities[WAIST]))
+            refs.append((now, bridge.bridge.follower.sample(now).velocities[WAIST]))
         return False
 
     assert spin_until(ex, lambda: sample_ref() or fut.done(), 5.0)
     result = arm.result_of(handle)
     assert "canceled" in result.error_string
-    a_max = bridge.limits.acceleration[WAIST]
+    a_max = bridge.limits.a_max[WAIST]
     t_stop = v0 / (bridge.cfg.stop_deceleration_scale * a_max)
     t_end = probe.now() + t_stop + 0.6
     spin_until(ex, lambda: sample_ref() or probe.now() > t_end, 5.0)
@@ -195,7 +195,7 @@ def test_watchdog_holds_last_commanded_position(graph, arm):
     assert np.all(np.abs(held[:, WAIST] - target[WAIST]) < 0.02)
     warn = [s for s in probe.diag if s.name.endswith("watchdog") and s.level == WARN]
     assert warn and "holding the last commanded position" in warn[-1].message
-    assert bridge._hold_sent
+    assert bridge.bridge.hold_sent
 
 
 MESSAGES = {"nan": "non-finite", "unknown": "unknown joint", "missing": "missing joint", "times": "strictly increasing",

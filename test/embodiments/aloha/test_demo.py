@@ -5,8 +5,8 @@ import numpy as np
 
 from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits
 from plan_stack.embodiments.aloha.demo import LEAD_IN_S, expert_trajectory, retime
-from plan_stack.embodiments.joint_trajectory import Reference
 from plan_stack.embodiments.validation import check_trajectory
+from plan_stack.trajectory.core import Reference
 
 
 def test_expert_trajectory_passes_bridge_validation_from_the_start_pose():
@@ -26,5 +26,5 @@ def test_retime_slows_a_too_fast_path():
     q = np.zeros((50, 14))
     q[:, 0] = np.linspace(0, 2.0, 50)  # 2 rad in 1 s: 2 rad/s needs no stretch, but a 5x faster path does
     times, vel = retime(q, 0.004, limits)
-    assert np.max(np.abs(vel[:, 0])) <= limits.velocity[0]
-    assert times[-1] > 2.0 / limits.velocity[0]
+    assert np.max(np.abs(vel[:, 0])) <= limits.v_max[0]
+    assert times[-1] > 2.0 / limits.v_max[0]

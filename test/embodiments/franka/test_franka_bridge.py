@@ -7,8 +7,8 @@ import pytest
 from plan_stack.config import ConfigError
 from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
 from plan_stack.embodiments.franka.model import READY_POSE
-from plan_stack.embodiments.joint_trajectory import Reference, Trajectory
 from plan_stack.embodiments.validation import INVALID_GOAL, INVALID_JOINTS, LimitsError, check_trajectory
+from plan_stack.trajectory.core import Reference, Trajectory
 
 CFG = FrankaBridgeConfig()
 LIMITS = load_limits(CFG)
@@ -24,13 +24,13 @@ def _goal(delta, duration, quintic=True):
 
 
 def test_limits_are_the_published_panda_values():
-    assert LIMITS.upper[3] == pytest.approx(-0.0698) and LIMITS.lower[5] == pytest.approx(-0.0175)
-    assert LIMITS.velocity[:7] == pytest.approx([2.175] * 4 + [2.61] * 3)
-    assert LIMITS.acceleration[:7] == pytest.approx([15, 7.5, 10, 12.5, 15, 20, 20])
-    assert LIMITS.jerk[:7] == pytest.approx([7500, 3750, 5000, 6250, 7500, 10000, 10000])
-    assert (LIMITS.lower[7], LIMITS.upper[7], LIMITS.velocity[7]) == (0.0, 0.08, 0.1)
+    assert LIMITS.q_max[3] == pytest.approx(-0.0698) and LIMITS.q_min[5] == pytest.approx(-0.0175)
+    assert LIMITS.v_max[:7] == pytest.approx([2.175] * 4 + [2.61] * 3)
+    assert LIMITS.a_max[:7] == pytest.approx([15, 7.5, 10, 12.5, 15, 20, 20])
+    assert LIMITS.j_max[:7] == pytest.approx([7500, 3750, 5000, 6250, 7500, 10000, 10000])
+    assert (LIMITS.q_min[7], LIMITS.q_max[7], LIMITS.v_max[7]) == (0.0, 0.08, 0.1)
     scaled = load_limits(FrankaBridgeConfig(velocity_scale=0.5, jerk_scale=0.1))
-    assert scaled.velocity[0] == pytest.approx(1.0875) and scaled.jerk[1] == pytest.approx(375.0)
+    assert scaled.v_max[0] == pytest.approx(1.0875) and scaled.j_max[1] == pytest.approx(375.0)
 
 
 def test_config_rules():
@@ -72,7 +72,7 @@ def test_jerk_limit_is_checked_only_when_given():
     assert float(v.message.split("reaches ")[1].split()[0]) == pytest.approx(93.75, rel=0.01)
     import dataclasses
 
-    no_jerk = dataclasses.replace(tight, jerk=None)
+    no_jerk = dataclasses.replace(tight, j_max=np.full(8, np.inf))  # infinite: no jerk limit
     assert check_trajectory(traj, CFG.joint_names, no_jerk, 0.0, REST).ok
 
 

@@ -76,7 +76,7 @@ def graph(wait_for):
         with executor_with(ctx, sim, bridge, probe) as ex:
             spinner = threading.Thread(target=ex.spin, daemon=True)
             spinner.start()
-            assert wait_for(lambda: len(probe.states) > 5 and bridge._follower is not None, 15.0)
+            assert wait_for(lambda: len(probe.states) > 5 and bridge.ready, 15.0)
             assert probe.client.wait_for_server(timeout_sec=5.0)
             yield probe, bridge, sim
 
@@ -193,7 +193,7 @@ def test_watchdog_holds_last_commanded_position(graph, arm):
     held = np.array([s[1] for s in probe.states[n0:]])
     assert np.all(np.abs(held[:, 1] - target[1]) < 0.02)
     warn = [s for s in probe.diag if s.name.endswith("watchdog") and s.level == WARN]
-    assert warn and "holding the last commanded position" in warn[-1].message and bridge._hold_sent
+    assert warn and "holding the last commanded position" in warn[-1].message and bridge.bridge.hold_sent
 
 
 @pytest.mark.parametrize("case", ["nan", "unknown", "position", "velocity", "acceleration", "gripper"])

@@ -21,8 +21,9 @@ from plan_stack.embodiments.aloha.model import (
     JOINT_NAMES,
     gripper_to_joint,
 )
-from plan_stack.embodiments.joint_trajectory import Trajectory
-from plan_stack.embodiments.validation import JointLimits, LimitsError, limits_from_urdf
+from plan_stack.embodiments.validation import limits_from_urdf
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.trajectory.limits import Limits, LimitsError
 
 __all__ = ["AlohaBridgeConfig", "find_urdf", "load_limits", "split_for_controllers", "ARM_CONTROLLER_JOINTS"]
 
@@ -53,13 +54,13 @@ class AlohaBridgeConfig:
         0.5, min=0.01)
     goal_tolerance: float = param("max |position error| at the end of a goal (rad; grippers normalised)", 0.15, min=0.0)
     gripper_goal_tolerance: float = param("max |gripper error| at the end of a goal (normalised; grasping stalls it)", 1.0, min=0.0)
-    goal_time_tolerance: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
-    max_start_delay: float = param(
+    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
+    max_start_delay_s: float = param(
         "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
         "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max position difference between the present reference and a point due now", 0.02, min=0.0)
-    feedback_period: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
-    command_latency: float = param(
+    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    command_latency_s: float = param(
         "s ahead of now that bridge-generated commands (cancel stops) start, so the controllers receive them "
         "before they are due and all switch at the same instant", 0.03, min=0.0, max=1.0)
     stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8, min=0.05, max=1.0)
@@ -88,7 +89,7 @@ def find_urdf(path: str = "") -> str:
     return validation.find_urdf(path, "aloha.urdf")
 
 
-def load_limits(cfg: AlohaBridgeConfig) -> JointLimits:
+def load_limits(cfg: AlohaBridgeConfig) -> Limits:
     """Limits in stack units: URDF position/velocity for the arms (velocity scaled),
     [0, 1] and `gripper_velocity_limit` for the normalised grippers, accelerations from the config."""
     urdf = limits_from_urdf(find_urdf(cfg.urdf_path))
@@ -107,7 +108,7 @@ def load_limits(cfg: AlohaBridgeConfig) -> JointLimits:
             upper.append(hi)
             vel.append(v * cfg.velocity_scale)
     acc = np.broadcast_to(np.asarray(cfg.acceleration_limits, dtype=float), (len(JOINT_NAMES),))
-    return JointLimits(JOINT_NAMES, np.array(lower), np.array(upper), np.array(vel), acc.copy())
+    return Limits.for_joints(JOINT_NAMES, lower, upper, vel, acc)
 
 
 def split_for_controllers(traj: Trajectory, finger_range_m: tuple[float, float] = (0.021, 0.057)) -> dict[str, Trajectory]:

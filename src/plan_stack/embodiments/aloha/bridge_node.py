@@ -9,22 +9,25 @@ metres on the robot), all with the same resolved header stamp. Tracking
 error is measured on the arm joints against the reference at each
 joint_states message's own stamp; goals end within `goal_tolerance` (arms)
 and `gripper_goal_tolerance` (grippers). A cancel stops from where the
-reference will be `command_latency` from now. Must run on the sim/robot
+reference will be `command_latency_s` from now. Must run on the sim/robot
 clock (`use_sim_time: true` with the simulator).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits, split_for_controllers
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, gripper_from_joint
+from plan_stack.embodiments.arm_bridge import ArmBridgeSettings
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
-from plan_stack.embodiments.joint_trajectory import Reference, Trajectory
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
-from plan_stack.embodiments.validation import JointLimits
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS
+from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.trajectory.limits import Limits
 
 __all__ = ["AlohaBridgeNode", "main"]
 
@@ -35,7 +38,7 @@ class AlohaBridgeNode(ArmBridgeNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("aloha_bridge", AlohaBridgeConfig, **kwargs)
 
-    def _configure(self, cfg: AlohaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
+    def _configure(self, cfg: AlohaBridgeConfig) -> tuple[tuple[str, ...], Limits]:
         self.state_joint_names = JOINT_NAMES
         self._pubs = {key: self.create_publisher(JointTrajectory, f"{name}/joint_trajectory", RELIABLE_QOS)
                       for key, name in cfg.controllers.items()}
@@ -52,10 +55,9 @@ class AlohaBridgeNode(ArmBridgeNode):
         for key, part in split_for_controllers(traj).items():
             self._pubs[key].publish(trajectory_to_msg(part))
 
-    def _stop_start(self, now: float) -> tuple[Reference, float]:
-        """Decelerate from where the reference will be `command_latency` from now."""
-        t0 = now + self.cfg.command_latency
-        return self._follower.peek(t0), t0
+    def _settings(self, cfg: AlohaBridgeConfig) -> ArmBridgeSettings:
+        """A cancel decelerates from where the reference will be `command_latency_s` from now."""
+        return dataclasses.replace(super()._settings(cfg), stop_lead_s=cfg.command_latency_s)
 
 
 main = node_main(AlohaBridgeNode)

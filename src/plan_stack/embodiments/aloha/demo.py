@@ -20,8 +20,9 @@ import time
 
 import numpy as np
 
-from plan_stack.embodiments.joint_trajectory import Trajectory
-from plan_stack.embodiments.validation import JointLimits, check_trajectory
+from plan_stack.embodiments.validation import check_trajectory
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.trajectory.limits import Limits
 
 __all__ = ["retime", "expert_trajectory", "main"]
 
@@ -37,7 +38,7 @@ def _monotone_slopes(times: np.ndarray, q: np.ndarray) -> np.ndarray:
     return vel
 
 
-def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: float = 0.8,
+def retime(positions: np.ndarray, dt_s: float, limits: Limits, margin: float = 0.8,
            max_rounds: int = 20) -> tuple[np.ndarray, np.ndarray]:
     """Times and velocities for a sampled joint path so its cubic curve respects `limits`.
 
@@ -47,7 +48,7 @@ def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: floa
     accepts it. Velocities are PCHIP slopes (no overshoot). Returns (times [N] from 0, velocities [N, D]).
     """
     q = np.asarray(positions, dtype=float)
-    step = np.abs(np.diff(q, axis=0)) / (margin * limits.velocity * dt_s)
+    step = np.abs(np.diff(q, axis=0)) / (margin * limits.v_max * dt_s)
     stretch = np.maximum(1.0, step.max(axis=1))
     k = 5  # smooth the time warp over +-k steps (keeps accelerations low where it changes)
     padded = np.pad(stretch, k, mode="edge")
@@ -67,7 +68,7 @@ def retime(positions: np.ndarray, dt_s: float, limits: JointLimits, margin: floa
 SMOOTH_SIGMA_STEPS = 3.0  # Gaussian smoothing of the 50 Hz expert path (60 ms): rounds its waypoint corners
 
 
-def expert_trajectory(task: str, seed: int, limits: JointLimits):
+def expert_trajectory(task: str, seed: int, limits: Limits):
     """(episode, Trajectory in stack units with stamp 0) the bridge accepts.
 
     The expert's 50 Hz joint path has velocity kinks at every waypoint
@@ -82,7 +83,7 @@ def expert_trajectory(task: str, seed: int, limits: JointLimits):
 
     episode = plan_episode(task, seed)
     q = gaussian_filter1d(episode.commands, SMOOTH_SIGMA_STEPS, axis=0, mode="nearest")
-    q = np.clip(q, limits.lower, limits.upper)
+    q = np.clip(q, limits.q_min, limits.q_max)
     times, vel = retime(q, episode.dt_s, limits)
     return episode, Trajectory(limits.joint_names, 0.0, times + LEAD_IN_S, q, vel)
 
@@ -123,10 +124,10 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode
     from plan_stack.embodiments.aloha.model import CAMERAS, task_spec
     from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
-    from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
     from plan_stack.ros.image import image_to_numpy
     from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
+    from plan_stack.ros.trajectory import trajectory_to_msg
 
     stem = f"demo_{task}_{seed:04d}"
     bag_path = new_bag_path(out, stem)
@@ -182,7 +183,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
                 rec.create_subscription(cls, topic, record(topic), qos)
             client = ActionClient(rec, ExecuteTrajectory, "/execute_trajectory")
             with executor_with(ctx, sim, bridge, rec) as ex:
-                if not spin_until(ex, lambda: bridge._follower is not None and client.server_is_ready(), 30.0):
+                if not spin_until(ex, lambda: bridge.ready and client.server_is_ready(), 30.0):
                     raise RuntimeError("demo: the bridge did not come up (no joint_states or action server)")
                 goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
                 writer.write(conns["/instruction"], now_ns(), serialize_message(String(data=episode.instruction)))

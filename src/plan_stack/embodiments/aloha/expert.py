@@ -27,7 +27,7 @@ from plan_stack.embodiments.aloha.model import (
     task_spec,
 )
 
-__all__ = ["Waypoint", "Subtask", "ExpertEpisode", "waypoints_for", "plan_episode", "replay"]
+__all__ = ["Waypoint", "Subtask", "ExpertEpisode", "waypoints_for", "plan_episode", "replay", "demonstrate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,3 +291,17 @@ def replay(episode: ExpertEpisode, sim=None, on_step=None) -> int:
         if on_step is not None:
             on_step(k, sim)
     return sim.reward()
+
+
+def demonstrate(task: str, seed: int, sim=None):
+    """The registry's uniform expert entry point: plan `task` for `seed`, replay it on `sim` (or a new rig).
+
+    Success = the staged reward reaches its maximum (as in the annotations).
+    """
+    from plan_stack.embodiments.aloha.sim import MAX_REWARD
+    from plan_stack.embodiments.registry import Demonstration, check_task
+
+    check_task("aloha", task)
+    episode = plan_episode(task, seed)
+    reward = replay(episode, sim)
+    return Demonstration("aloha", task, seed, reward >= MAX_REWARD, episode)

@@ -110,3 +110,11 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
         waypoints=options.waypoints, success=reward >= 4, reward=reward, bag=bag_path.name)
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
+
+
+def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
+    from plan_stack.embodiments.aloha.sim import AlohaSim
+
+    sim = AlohaSim(task, offscreen_size=(width, height))  # one simulator for every episode
+    return lambda seed, options: record_episode(task, seed, out_dir, options, sim=sim)

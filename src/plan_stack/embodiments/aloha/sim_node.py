@@ -8,7 +8,7 @@ point; geometry_msgs/PoseStamped in `world`) and `ground_truth/reward`
 (std_msgs/Int32, staged task reward, 4 = solved). Accepts
 trajectory_msgs/JointTrajectory on `<controller>/joint_trajectory` for the
 two arm and two gripper controllers, with joint_trajectory_controller
-semantics (see `plan_stack.embodiments.joint_trajectory`).
+semantics (see `plan_stack.trajectory.core`).
 
 Physics runs on its own thread (which also owns the GL context for
 rendering), stepping on sim time either as fast as the machine allows
@@ -29,7 +29,6 @@ from trajectory_msgs.msg import JointTrajectory
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
 from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M, TASKS
-from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
 from plan_stack.embodiments.node_common import (
     CameraPublisher,
     ClockPublisher,
@@ -41,6 +40,7 @@ from plan_stack.embodiments.node_common import (
 from plan_stack.ros.diagnostics import Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.trajectory.core import TrajectoryFollower
 
 __all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
 

@@ -23,7 +23,7 @@ from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, Obstacl
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig, Status, convert_waypoints
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 
-__all__ = ["DriverConfig", "ScriptedDriver", "DriveEpisode", "run_episode"]
+__all__ = ["DriverConfig", "ScriptedDriver", "DriveEpisode", "run_episode", "demonstrate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,3 +109,17 @@ def run_episode(seed: int, duration_s: float = 60.0, scene: DriveSceneConfig | N
         sim.step(cmd.accel_mps2, cmd.steer_rad)
     ok = sim.collided_with is None and not sim.left_road and sim.time_s >= duration_s - 1e-6
     return DriveEpisode(ok, sim.collided_with, sim.left_road, sim.state.x, rejected)
+
+
+def demonstrate(task: str, seed: int, sim: DriveSim | None = None):
+    """The registry's uniform expert entry point: one episode of driving for `seed` (default duration).
+
+    The episode builds its own simulator from the scene config; a `sim` cannot be reused here.
+    """
+    from plan_stack.embodiments.registry import Demonstration, check_task
+
+    check_task("drive", task)
+    if sim is not None:
+        raise ValueError("sim: the driving expert builds its simulator from its scene config; pass None")
+    episode = run_episode(seed)
+    return Demonstration("drive", task, seed, episode.success, episode)

@@ -11,9 +11,9 @@ from nav_msgs.msg import Odometry
 
 from plan_stack.embodiments.drive.bridge import EgoState
 from plan_stack.embodiments.drive.trajectory import DriveTrajectory
-from plan_stack.embodiments.trajectory_convert import duration_to_s, s_to_duration, s_to_stamp, stamp_to_s
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.msg import DriveTrajectoryPoint
+from plan_stack.ros.time import duration_to_s, s_to_duration, s_to_stamp, stamp_to_s
 
 __all__ = ["trajectory_to_msg", "trajectory_from_msg", "ego_from_odometry", "primitives_of"]
 

@@ -171,3 +171,8 @@ def _odometry(T, writer: BagWriter, t: float, st):
         header=writer.header(t, "odom"), child_frame_id="base_link",
         pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose, covariance=np.zeros(36)),
         twist=T["geometry_msgs/msg/TwistWithCovariance"](twist=twist, covariance=np.zeros(36)))
+
+
+def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
+    return lambda seed, options: record_episode(seed, out_dir, options)  # one task; sizes come with the options

@@ -46,7 +46,7 @@ from plan_stack.config import param, validate
 from plan_stack.embodiments.drive.errors import DriveConfigError, DriveError
 from plan_stack.embodiments.drive.vehicle import VehicleParams, steer_from_curvature
 
-__all__ = ["DriveTrajectoryConfig", "DriveTrajectory", "Status", "Conversion", "convert_waypoints",
+__all__ = ["DriveTrajectoryConfig", "DriveTrajectory", "Infeasible", "Status", "Conversion", "convert_waypoints",
            "stop_trajectory"]
 
 
@@ -54,6 +54,13 @@ class Status(enum.Enum):
     ACCEPTED = "accepted"
     SMOOTHED = "smoothed"
     REJECTED = "rejected"
+
+
+class Infeasible(enum.StrEnum):
+    """What the conversion does with a plan whose timing breaks a limit."""
+
+    SMOOTH = "smooth"  # re-time the same path within the limits
+    REJECT = "reject"  # no trajectory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +74,8 @@ class DriveTrajectoryConfig:
     max_lateral_accel_mps2: float = param("lateral acceleration limit v^2*|curvature| (m/s^2)", 3.0,
                                           min=0.05, max=15.0)
     cruise_speed_mps: float = param("target speed of arc-length-spaced plans (m/s)", 8.0, min=0.1, max=80.0)
-    infeasible: str = param("what to do with a plan that breaks speed/acceleration limits: smooth (re-time) or reject",
-                            "smooth", choices=("smooth", "reject"))
+    infeasible: Infeasible = param(
+        "what to do with a plan that breaks speed/acceleration limits: smooth (re-time) or reject", Infeasible.SMOOTH)
     output_dt_s: float = param("time step of the output points (s); 0 = one point per waypoint", 0.1,
                                min=0.0, max=2.0)
     samples_per_segment: int = param("dense samples per waypoint interval for the limit checks", 8, min=2, max=64)

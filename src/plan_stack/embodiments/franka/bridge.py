@@ -23,7 +23,8 @@ import numpy as np
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments import validation
 from plan_stack.embodiments.franka.model import DEFAULT_JOINT_NAMES, MAX_WIDTH_M
-from plan_stack.embodiments.validation import JointLimits, LimitsError, limits_from_urdf
+from plan_stack.embodiments.validation import limits_from_urdf
+from plan_stack.trajectory.limits import Limits, LimitsError
 
 __all__ = ["FrankaBridgeConfig", "find_urdf", "load_limits", "gripper_move"]
 
@@ -55,13 +56,13 @@ class FrankaBridgeConfig:
         "s after the last trajectory ends (or after start) before the bridge commands an explicit hold and reports it",
         0.5, min=0.01)
     goal_tolerance: float = param("max |joint error| at the end of a goal (rad)", 0.05, min=0.0)
-    goal_time_tolerance: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
-    max_start_delay: float = param(
+    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
+    max_start_delay_s: float = param(
         "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
         "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max difference between the present reference and a point due now (rad, m)",
                                   0.02, min=0.0)
-    feedback_period: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
     stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8,
                                            min=0.05, max=1.0)
     arm_controller: str = param("arm joint_trajectory_controller name (topic prefix)", "fr3_arm_controller")
@@ -100,7 +101,7 @@ def _higher_order_limits(path: str) -> dict[str, tuple[float, float]]:
     return out
 
 
-def load_limits(cfg: FrankaBridgeConfig) -> JointLimits:
+def load_limits(cfg: FrankaBridgeConfig) -> Limits:
     """Limits in stack order (7 arm joints + gripper width), scaled as configured."""
     path = find_urdf(cfg.urdf_path)
     urdf, higher = limits_from_urdf(path), _higher_order_limits(path)
@@ -116,7 +117,7 @@ def load_limits(cfg: FrankaBridgeConfig) -> JointLimits:
         acc.append(a * cfg.acceleration_scale), jerk.append(j * cfg.jerk_scale)
     lower.append(0.0), upper.append(MAX_WIDTH_M), vel.append(cfg.gripper_velocity_limit)
     acc.append(cfg.gripper_acceleration_limit), jerk.append(math.inf)
-    return JointLimits(cfg.joint_names, np.array(lower), np.array(upper), np.array(vel), np.array(acc), np.array(jerk))
+    return Limits.for_joints(cfg.joint_names, lower, upper, vel, acc, jerk)
 
 
 def gripper_move(width_ref: float, width_velocity: float, last_goal: float | None,

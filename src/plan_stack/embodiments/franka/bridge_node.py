@@ -14,35 +14,40 @@ the present reference. Run on the sim/robot clock.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
+from plan_stack.embodiments.arm_bridge import ArmBridgeSettings
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
 from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
-from plan_stack.embodiments.joint_trajectory import Trajectory
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
-from plan_stack.embodiments.validation import JointLimits
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS
+from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.trajectory.core import Trajectory
+from plan_stack.trajectory.limits import Limits
 
 __all__ = ["FrankaBridgeNode", "main"]
 
 
 class FrankaBridgeNode(ArmBridgeNode):
-    track_at_measurement_stamp = False
-
     def __init__(self, **kwargs) -> None:
         super().__init__("franka_bridge", FrankaBridgeConfig, **kwargs)
         self._gripper_goal: float | None = None  # set from the first joint_states
         self.create_timer(1.0 / self.cfg.gripper_rate_hz, self._gripper_tick, callback_group=self._group)
 
-    def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
+    def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], Limits]:
         self.state_joint_names = (*cfg.arm_joints, *cfg.finger_joint_names)
         self._arm_pub = self.create_publisher(JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
                                               RELIABLE_QOS)
         self._grip_pub = self.create_publisher(JointState, f"{cfg.gripper}/move", RELIABLE_QOS)
         return cfg.joint_names, load_limits(cfg)
+
+    def _settings(self, cfg: FrankaBridgeConfig) -> ArmBridgeSettings:
+        """Tracking error against the present reference (joint_states stamps are not used)."""
+        return dataclasses.replace(super()._settings(cfg), track_at_measurement_stamp=False)
 
     def _goal_checks(self, cfg: FrankaBridgeConfig) -> tuple[np.ndarray, np.ndarray]:
         arm = np.arange(8) < 7  # the gripper channel is commanded by moves, not tracked
@@ -64,9 +69,9 @@ class FrankaBridgeNode(ArmBridgeNode):
 
     def _gripper_tick(self) -> None:
         with self._lock:
-            if self._follower is None:
+            ref = self.bridge.reference(self._now())
+            if ref is None:
                 return
-            ref = self._follower.sample(self._now())
             move = gripper_move(ref.positions[7], ref.velocities[7], self._gripper_goal, self.cfg)
             if move is None:
                 return

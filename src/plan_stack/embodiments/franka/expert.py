@@ -20,9 +20,9 @@ import numpy as np
 from plan_stack.config import param, validate
 from plan_stack.embodiments.franka.model import MAX_WIDTH_M, READY_POSE, model_to_real, real_to_model
 from plan_stack.embodiments.franka.sim import FrankaSim
-from plan_stack.embodiments.joint_trajectory import Trajectory, TrajectoryFollower
+from plan_stack.trajectory.core import Trajectory, TrajectoryFollower
 
-__all__ = ["ExpertConfig", "IKError", "solve_ik", "plan_pick_place", "run_episode", "Episode"]
+__all__ = ["ExpertConfig", "IKError", "solve_ik", "plan_pick_place", "run_episode", "Episode", "demonstrate"]
 
 
 class IKError(RuntimeError):
@@ -154,3 +154,12 @@ def run_episode(sim: FrankaSim, seed: int, cfg: ExpertConfig | None = None,
             tcp.append(sim.tcp_pose()[:3])
         i += 1
     return Episode(sim.success(), traj, tuple(labels), np.array(tcp))
+
+
+def demonstrate(task: str, seed: int, sim: FrankaSim | None = None):
+    """The registry's uniform expert entry point: the pick-and-place for `seed` on `sim` (or a new one)."""
+    from plan_stack.embodiments.registry import Demonstration, check_task
+
+    check_task("franka", task)
+    episode = run_episode(sim if sim is not None else FrankaSim(), seed)
+    return Demonstration("franka", task, seed, episode.success, episode)

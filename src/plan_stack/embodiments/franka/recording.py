@@ -41,7 +41,7 @@ from plan_stack.data.bags import BagWriter
 from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
 from plan_stack.embodiments.franka.expert import ExpertConfig, plan_pick_place
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, MAX_WIDTH_M, READY_POSE
-from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
+from plan_stack.trajectory.core import TrajectoryFollower
 
 __all__ = ["FORMAT", "INSTRUCTION", "RecordOptions", "Subtask", "record_episode", "TOPICS"]
 
@@ -149,3 +149,11 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
                                   waypoints=options.waypoints, success=success, bag=bag_path.name)
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
+
+
+def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
+    from plan_stack.embodiments.franka.sim import FrankaSim
+
+    sim = FrankaSim(offscreen_size=(width, height))  # one simulator for every episode (one task: pick_place)
+    return lambda seed, options: record_episode(seed, out_dir, options, sim=sim)

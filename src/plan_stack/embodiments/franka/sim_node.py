@@ -8,7 +8,7 @@ joints, m each), `cameras/<external|wrist>/image_raw` (rgb8) with
 `ground_truth/target/pose` (place target, latched) and
 `ground_truth/success` (std_msgs/Bool: cube released inside the target).
 Accepts trajectory_msgs/JointTrajectory on `<arm_controller>/joint_trajectory`
-(joint_trajectory_controller semantics, `embodiments.joint_trajectory`)
+(joint_trajectory_controller semantics, `plan_stack.trajectory.core`)
 and gripper moves on `<gripper>/move` (sensor_msgs/JointState:
 position[0] = width m, velocity[0] = speed m/s; franka_gripper `move`).
 """
@@ -26,7 +26,6 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, READY_POSE, FrankaModelError
-from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
 from plan_stack.embodiments.node_common import (
     CameraPublisher,
     ClockPublisher,
@@ -38,6 +37,7 @@ from plan_stack.embodiments.node_common import (
 from plan_stack.ros.diagnostics import ERROR, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
+from plan_stack.trajectory.core import TrajectoryFollower
 
 __all__ = ["FrankaSimConfig", "FrankaSimNode", "main"]
 

@@ -1,10 +1,11 @@
-"""joint_trajectory: JTC interpolation rules, replacement and holding, without ROS."""
+"""trajectory.core: JTC interpolation rules, replacement and holding, without ROS."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from plan_stack.embodiments.joint_trajectory import (
+from plan_stack.trajectory.core import (
+    Reference,
     Spline,
     Trajectory,
     TrajectoryError,
@@ -136,3 +137,73 @@ def test_peek_has_no_side_effects():
     assert np.allclose(f.peek(0.5).positions, 0.5)
     assert not f.holding and f.end_s == 1.0
     assert np.allclose(f.sample(0.25).positions, 0.25)
+
+
+# --- the stitcher's prediction against the controller's own evaluation ---------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from plan_stack.trajectory.config import StitcherConfig  # noqa: E402
+from plan_stack.trajectory.stitching import Chunk, Stitcher  # noqa: E402
+
+_T0 = 7.0  # execution timeline offset (a non-zero stamp: zero means "now" to a controller)
+
+
+def _chunk(rng, stamp, q0, horizon, dt):
+    steps = rng.uniform(-1.0, 1.0, size=(horizon - 1, len(q0))) * dt * np.array([2.0, 1.5, 1.0])
+    return Chunk(stamp, ("a", "b", "grip"), dt, np.vstack([q0, q0 + np.cumsum(steps, axis=0)]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), delay_steps=st.integers(1, 15), phase=st.floats(0.0, 0.99),
+       backend=st.sampled_from(["mpc", "ruckig"]))
+def test_stitcher_prediction_matches_what_the_controller_executes(seed, delay_steps, phase, backend):
+    """The stitcher plans the next trajectory from `Trajectory.sample` (its model of the controller); a
+    controller executing the same trajectories (TrajectoryFollower, JTC rules: switch at the new stamp,
+    start from its own reference) must produce the same reference at every time, between samples too."""
+    rng = np.random.default_rng(seed)
+    dt = 0.02
+    cfg = StitcherConfig(joint_names=("a", "b", "grip"), discrete_joints=("grip",), backend=backend, dt=dt,
+                         stitch_len=3)
+    stitcher = Stitcher(cfg)
+    q0 = rng.uniform(-0.5, 0.5, size=3)
+    first = stitcher.process(_chunk(rng, _T0, q0, 30, dt), _T0, (q0, np.zeros(3), np.zeros(3))).trajectory
+    now2 = _T0 + (delay_steps + phase) * dt
+    second = stitcher.process(_chunk(rng, now2, first.sample(now2)[0][0], 30, dt), now2).trajectory
+    assert first is not None and second is not None
+
+    controller = TrajectoryFollower(cfg.joint_names, q0)
+    assert controller.set_trajectory(first, _T0)
+    before = np.sort(rng.uniform(_T0, now2, size=12))
+    after = np.sort(rng.uniform(now2, second.end_s - 1e-6, size=24))
+    for t in before:
+        # Discrete channels (grippers) join a measured state in position only: their velocity is a finite
+        # difference from sample 0, so on the first interval after a start from rest only the continuous
+        # joints are predicted exactly.
+        _agree(controller.sample(t), first.sample(t), t, slice(0, 2) if t < _T0 + dt else slice(None))
+    assert controller.set_trajectory(second, now2)
+    for t in after:
+        _agree(controller.sample(t), (second if t >= second.t0_s else first).sample(t), t)
+
+
+def _agree(ref, predicted, t, cols=slice(None)):
+    q, v, a = (x[0][cols] for x in predicted)
+    ref = Reference(ref.positions[cols], ref.velocities[cols], ref.accelerations[cols], ref.active)
+    assert np.allclose(ref.positions, q, rtol=1e-9, atol=1e-9), t
+    assert np.allclose(ref.velocities, v, rtol=1e-7, atol=1e-7), t
+    assert np.allclose(ref.accelerations, a, rtol=1e-6, atol=1e-6), t
+
+
+def test_grid_trajectory_sampling_uses_the_controller_polynomials():
+    rng = np.random.default_rng(3)
+    P, V, A = rng.normal(size=(3, 6, 2))
+    grid = Trajectory.on_grid(_T0, 0.05, NAMES, P, V, A)
+    assert grid.t0_s == _T0 and grid.end_s == pytest.approx(_T0 + 0.25) and grid.dt_s == 0.05
+    same = Trajectory(NAMES, _T0, grid.times_s, P, V, A)  # not marked as a grid: evaluated by the spline
+    t = _T0 + np.array([0.0, 0.013, 0.05, 0.1234, 0.2499, 0.25, 0.3])
+    for x, y in zip(grid.sample(t), same.sample(t)):
+        assert np.allclose(x[:-2], y[:-2], rtol=1e-12, atol=1e-12)
+    q, v, a = grid.sample(t[-2:])
+    assert np.array_equal(q[0], P[-1]) and np.array_equal(v[0], V[-1])  # on the last point: stored
+    assert np.array_equal(q[1], P[-1]) and not v[1].any() and not a[1].any()  # after it: hold at rest

@@ -1,4 +1,4 @@
-"""trajectory_convert: JointTrajectory messages <-> Trajectory, with clear errors."""
+"""ros.trajectory: JointTrajectory messages <-> Trajectory, with clear errors."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,13 +9,9 @@ pytest.importorskip("trajectory_msgs")
 from builtin_interfaces.msg import Duration  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
-from plan_stack.embodiments.joint_trajectory import Trajectory, TrajectoryError  # noqa: E402
-from plan_stack.embodiments.trajectory_convert import (  # noqa: E402
-    s_to_stamp,
-    stamp_to_s,
-    trajectory_from_msg,
-    trajectory_to_msg,
-)
+from plan_stack.ros.time import s_to_stamp, stamp_to_s  # noqa: E402
+from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg  # noqa: E402
+from plan_stack.trajectory.core import Trajectory, TrajectoryError  # noqa: E402
 
 
 def test_round_trip():
@@ -39,3 +35,24 @@ def test_inconsistent_points_are_rejected():
                   JointTrajectoryPoint(positions=[1.0, 2.0], time_from_start=Duration(sec=2))]
     with pytest.raises(TrajectoryError, match="for all points or none"):
         trajectory_from_msg(msg)
+
+
+def test_grid_trajectory_round_trip_keeps_the_executed_curve():
+    """What the stitcher predicts (grid sampling) and what a controller executes from the message agree
+    after the nanosecond rounding of stamps and times_from_start."""
+    from plan_stack.trajectory.core import TrajectoryFollower
+
+    rng = np.random.default_rng(0)
+    P, V, A = rng.normal(size=(3, 11, 2))
+    epoch_ns = 1_700_000_000 * 10**9
+    grid = Trajectory.on_grid(3.21, 0.02, ("a", "b"), P, V, A)
+    msg = trajectory_to_msg(grid, epoch_ns)
+    assert msg.header.stamp.sec == 1_700_000_003 and msg.header.stamp.nanosec == 210_000_000
+    assert msg.points[7].time_from_start.nanosec == 140_000_000
+    back = trajectory_from_msg(msg, epoch_ns)
+    follower = TrajectoryFollower(("a", "b"), P[0])
+    follower.set_trajectory(back, 3.0)
+    for t in np.sort(rng.uniform(3.21 + 0.02, grid.end_s, size=20)):
+        ref = follower.sample(t)
+        q, v, _ = grid.sample(t)
+        assert np.allclose(ref.positions, q[0], atol=1e-9) and np.allclose(ref.velocities, v[0], atol=1e-6)

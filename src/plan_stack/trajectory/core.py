@@ -1,14 +1,20 @@
-"""Joint-trajectory following with ros2_control `joint_trajectory_controller` semantics.
+"""The one in-memory joint trajectory and its evaluation, shared by the stitcher, the bridges and the simulators.
 
-No ROS imports: simulators interpolate with it, bridges predict the reference
-their controllers will track and check limits on exactly that curve.
+No ROS imports. The stitcher predicts the motion a controller will execute
+from the same polynomials the bridges check and the simulated controllers
+follow, so the three cannot drift apart.
 
-Rules (as the JTC documents them):
+A `Trajectory` is points (positions, optional velocities and accelerations)
+due at `stamp_s + times_s[i]`. The stitcher's output is the special case on
+a uniform grid (`Trajectory.on_grid`: `times_s[i] = i·dt_s`, all three
+fields given).
 
-* interpolation per segment: quintic when every point has positions,
-  velocities and accelerations; cubic with positions and velocities; linear
-  with positions only;
-* a trajectory's absolute start is its header stamp, zero meaning "now" (the
+Interpolation follows the ros2_control `joint_trajectory_controller` rules:
+
+* per segment: quintic when every point has positions, velocities and
+  accelerations; cubic with positions and velocities; linear with positions
+  only;
+* a trajectory's absolute start is its stamp, zero meaning "now" (the
   receive time); points whose time has passed at activation are skipped and
   the first remaining segment starts from the reference state at activation;
 * a new trajectory replaces the active one at its start time (one pending
@@ -20,15 +26,23 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["TrajectoryError", "Trajectory", "Spline", "Reference", "TrajectoryFollower", "interpolation_of"]
+__all__ = [
+    "TrajectoryError", "Trajectory", "Spline", "Reference", "TrajectoryFollower", "interpolation_of",
+    "segment_coefficients", "evaluate", "spline_from", "GRID_EPS",
+]
+
+#: Fraction of a sample period within which a time counts as "on the grid" (20 ns at 50 Hz).
+GRID_EPS = 1e-6
 
 
 class TrajectoryError(ValueError):
-    """A trajectory that cannot be interpolated (shape, ordering, non-finite)."""
+    """Base error of the trajectory library: a trajectory, chunk or limit that cannot be used."""
 
 
 def interpolation_of(velocities, accelerations) -> str:
@@ -40,12 +54,74 @@ def interpolation_of(velocities, accelerations) -> str:
     return "linear"
 
 
+def segment_coefficients(q0, v0, a0, q1, v1, a1, T, mode: str = "quintic") -> np.ndarray:
+    """Polynomial coefficients c0..c5 of segments from (q0, v0, a0) to (q1, v1, a1) in time T.
+
+    Inputs [..., D] (T broadcasts as [..., 1] or a scalar); returns [..., 6, D].
+    Quintic: the Hermite segment matching position, velocity and acceleration
+    at both ends; cubic: position and velocity; linear: position.
+    """
+    q0 = np.asarray(q0, dtype=float)
+    q1 = np.asarray(q1, dtype=float)
+    T = np.asarray(T, dtype=float)
+    h = q1 - q0
+    c = np.zeros(q0.shape[:-1] + (6, q0.shape[-1]))
+    c[..., 0, :] = q0
+    if mode == "linear":
+        c[..., 1, :] = h / T
+        return c
+    v0 = np.asarray(v0, dtype=float)
+    v1 = np.asarray(v1, dtype=float)
+    c[..., 1, :] = v0
+    if mode == "cubic":
+        c[..., 2, :] = (3 * h - (2 * v0 + v1) * T) / T**2
+        c[..., 3, :] = (-2 * h + (v0 + v1) * T) / T**3
+        return c
+    a0 = np.asarray(a0, dtype=float)
+    a1 = np.asarray(a1, dtype=float)
+    c[..., 2, :] = a0 / 2
+    c[..., 3, :] = (20 * h - (8 * v1 + 12 * v0) * T - (3 * a0 - a1) * T**2) / (2 * T**3)
+    c[..., 4, :] = (-30 * h + (14 * v1 + 16 * v0) * T + (3 * a0 - 2 * a1) * T**2) / (2 * T**4)
+    c[..., 5, :] = (12 * h - 6 * (v1 + v0) * T - (a0 - a1) * T**2) / (2 * T**5)
+    return c
+
+
+def evaluate(c: np.ndarray, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Position, velocity, acceleration of coefficients [..., 6, D] at local time(s) s (broadcast as [..., 1])."""
+    s = np.asarray(s, dtype=float)[..., None]
+    c0, c1, c2, c3, c4, c5 = (c[..., k, :] for k in range(6))
+    q = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
+    v = c1 + s * (2 * c2 + s * (3 * c3 + s * (4 * c4 + s * 5 * c5)))
+    a = 2 * c2 + s * (6 * c3 + s * (12 * c4 + s * 20 * c5))
+    return q, v, a
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_times(n: int, dt_s: float) -> np.ndarray:
+    """Read-only [n] times i·dt_s (shared by every grid trajectory of that length)."""
+    t = np.arange(n) * dt_s
+    t.setflags(write=False)
+    return t
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """Reference state at one time; `active` is False when holding after (or without) a trajectory."""
+
+    positions: np.ndarray
+    velocities: np.ndarray
+    accelerations: np.ndarray
+    active: bool
+
+
 @dataclasses.dataclass(frozen=True)
 class Trajectory:
     """A joint trajectory in plain arrays (robot units).
 
-    `stamp_s` = 0 means "start when received"; `times_s` are the points'
-    time_from_start. `velocities`/`accelerations` are None when not given.
+    Points are due at `stamp_s + times_s[i]`. For a command, `stamp_s` = 0
+    means "start when received". `velocities`/`accelerations` are None when
+    not given. `dt_s` is the grid period when `times_s[i] = i·dt_s` (set by
+    `on_grid`), else None.
     """
 
     joint_names: tuple[str, ...]
@@ -54,6 +130,7 @@ class Trajectory:
     positions: np.ndarray  # [N, D]
     velocities: np.ndarray | None = None  # [N, D]
     accelerations: np.ndarray | None = None  # [N, D]
+    dt_s: float | None = None
 
     def __post_init__(self) -> None:
         t = np.asarray(self.times_s, dtype=float).reshape(-1)
@@ -70,56 +147,99 @@ class Trajectory:
         if n == 0:
             raise TrajectoryError("points: a trajectory needs at least one point")
 
+    @classmethod
+    def on_grid(cls, t0_s: float, dt_s: float, joint_names: Sequence[str], positions: np.ndarray,
+                velocities: np.ndarray, accelerations: np.ndarray) -> Trajectory:
+        """Samples [T, D] due at t0_s + i·dt_s (the stitcher's output: float arrays of one shape, not re-checked).
+
+        Built without `__post_init__`: the stitcher emits one per chunk and its arrays already have the shape.
+        """
+        traj = object.__new__(cls)
+        dt_s = float(dt_s)
+        traj.__dict__.update(joint_names=tuple(joint_names), stamp_s=float(t0_s),
+                             times_s=_grid_times(len(positions), dt_s), positions=positions,
+                             velocities=velocities, accelerations=accelerations, dt_s=dt_s)
+        return traj
+
     @property
     def interpolation(self) -> str:
         return interpolation_of(self.velocities, self.accelerations)
 
+    @property
+    def t0_s(self) -> float:
+        """When the first point is due."""
+        return self.stamp_s if self.dt_s is not None else self.stamp_s + float(self.times_s[0])
+
+    @property
+    def end_s(self) -> float:
+        """When the last point is due."""
+        if self.dt_s is not None:
+            return self.stamp_s + (len(self.positions) - 1) * self.dt_s
+        return self.stamp_s + float(self.times_s[-1])
+
     def start_s(self, now_s: float) -> float:
-        """Absolute start time: the stamp, or `now_s` when the stamp is zero."""
+        """Absolute start time of a command: the stamp, or `now_s` when the stamp is zero."""
         return now_s if self.stamp_s == 0.0 else self.stamp_s
 
+    def reordered(self, joint_names: Sequence[str]) -> Trajectory:
+        """The same trajectory with its columns in `joint_names` order (a permutation of ours)."""
+        names = tuple(joint_names)
+        if names == self.joint_names:
+            return self
+        if sorted(names) != sorted(self.joint_names):
+            raise TrajectoryError(f"joint_names: expected {list(names)}, got {list(self.joint_names)}")
+        order = [self.joint_names.index(n) for n in names]
+        return dataclasses.replace(
+            self, joint_names=names, positions=self.positions[:, order],
+            velocities=None if self.velocities is None else self.velocities[:, order],
+            accelerations=None if self.accelerations is None else self.accelerations[:, order])
 
-@dataclasses.dataclass(frozen=True)
-class Reference:
-    """Reference state at one time; `active` is False when holding after (or without) a trajectory."""
+    @functools.cached_property
+    def spline(self) -> Spline:
+        """The curve a controller follows when it executes every point from the first (stamp taken as given)."""
+        return Spline(self.stamp_s + self.times_s, self.positions, self.velocities, self.accelerations,
+                      self.interpolation)
 
-    positions: np.ndarray
-    velocities: np.ndarray
-    accelerations: np.ndarray
-    active: bool
+    def sample(self, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(q, v, a) [n, D] at absolute `times` as an interpolating controller executes it.
 
-
-def _coefficients(q0, v0, a0, q1, v1, a1, T: float, mode: str) -> np.ndarray:
-    """[6, D] polynomial coefficients c0..c5 of one segment of duration T."""
-    h = q1 - q0
-    c = np.zeros((6, len(q0)))
-    c[0] = q0
-    if mode == "linear":
-        c[1] = h / T
-        return c
-    c[1] = v0
-    if mode == "cubic":
-        c[2] = (3 * h - (2 * v0 + v1) * T) / T**2
-        c[3] = (-2 * h + (v0 + v1) * T) / T**3
-        return c
-    c[2] = a0 / 2
-    c[3] = (20 * h - (8 * v1 + 12 * v0) * T - (3 * a0 - a1) * T**2) / (2 * T**3)
-    c[4] = (-30 * h + (14 * v1 + 16 * v0) * T + (3 * a0 - 2 * a1) * T**2) / (2 * T**4)
-    c[5] = (12 * h - 6 * (v1 + v0) * T - (a0 - a1) * T**2) / (2 * T**5)
-    return c
-
-
-def _evaluate(c: np.ndarray, s: float | np.ndarray):
-    """Position, velocity, acceleration of coefficients [6, D] at local time(s) s."""
-    s = np.asarray(s, dtype=float)[..., None]
-    q = c[0] + s * (c[1] + s * (c[2] + s * (c[3] + s * (c[4] + s * c[5]))))
-    v = c[1] + s * (2 * c[2] + s * (3 * c[3] + s * (4 * c[4] + s * 5 * c[5])))
-    a = 2 * c[2] + s * (6 * c[3] + s * (12 * c[4] + s * 20 * c[5]))
-    return q, v, a
+        Times on a point (within `GRID_EPS` of the grid period for grid
+        trajectories) return the stored point exactly; after the end the robot
+        holds the last position at rest; before the start, the first point.
+        """
+        times = np.atleast_1d(np.asarray(times, dtype=float))
+        if self.dt_s is None or self.velocities is None or self.accelerations is None:
+            refs = [self.spline.sample(float(t)) for t in times]
+            return (np.array([r.positions for r in refs]), np.array([r.velocities for r in refs]),
+                    np.array([r.accelerations for r in refs]))
+        P, V, A = self.positions, self.velocities, self.accelerations
+        n_seg = len(P) - 1
+        u = (times - self.t0_s) / self.dt_s
+        k = np.rint(u)
+        on_grid = (np.abs(u - k) <= GRID_EPS) & (k >= 0) & (k <= n_seg)
+        if np.all(on_grid):  # the common case: stored samples
+            k = k.astype(int)
+            return P[k], V[k], A[k]
+        q = np.empty((len(times), P.shape[1]))
+        v = np.empty_like(q)
+        a = np.empty_like(q)
+        ki = k.astype(int)
+        rows = np.flatnonzero(on_grid)
+        q[rows], v[rows], a[rows] = P[ki[rows]], V[ki[rows]], A[ki[rows]]
+        after = ~on_grid & (u > n_seg)
+        q[after], v[after], a[after] = P[-1], 0.0, 0.0
+        before = ~on_grid & (u < 0)
+        q[before], v[before], a[before] = P[0], V[0], A[0]
+        inside = np.flatnonzero(~on_grid & ~after & ~before)
+        if len(inside):
+            i = np.floor(u[inside]).astype(int)
+            c = segment_coefficients(P[i], V[i], A[i], P[i + 1], V[i + 1], A[i + 1], self.dt_s)
+            q[inside], v[inside], a[inside] = evaluate(c, (u[inside] - i) * self.dt_s)
+        return q, v, a
 
 
 class Spline:
-    """Piecewise polynomial through knots at absolute times (the JTC's reference curve)."""
+    """Piecewise polynomial through knots at absolute times (the controller's reference curve)."""
 
     def __init__(self, knot_times_s: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None,
                  accelerations: np.ndarray | None, mode: str) -> None:
@@ -134,11 +254,9 @@ class Spline:
         zeros = np.zeros((k, d))
         v = zeros if velocities is None else np.asarray(velocities, dtype=float)
         a = zeros if accelerations is None else np.asarray(accelerations, dtype=float)
-        self._coef = np.stack([
-            _coefficients(self.positions[i], v[i], a[i], self.positions[i + 1], v[i + 1], a[i + 1],
-                          t[i + 1] - t[i], mode)
-            for i in range(k - 1)
-        ]) if k > 1 else np.zeros((0, 6, d))
+        P = self.positions
+        self._coef = segment_coefficients(P[:-1], v[:-1], a[:-1], P[1:], v[1:], a[1:], np.diff(t)[:, None], mode) \
+            if k > 1 else np.zeros((0, 6, d))
 
     @property
     def end_s(self) -> float:
@@ -160,27 +278,27 @@ class Spline:
         a = np.dot((0.0, 0.0, 2.0, 6 * s, 12 * s2, 20 * s3), c)
         return Reference(q, v, a, True)
 
+    def _local_times(self, samples_per_segment: int) -> np.ndarray:
+        """[K, S] local sample times of every segment, both ends included."""
+        return np.diff(self.times_s)[:, None] * np.linspace(0.0, 1.0, samples_per_segment)[None, :]
+
     def dense(self, samples_per_segment: int = 16):
         """(q, v, a), each [S, D], sampled on every segment including its ends (for limit checks)."""
         if len(self._coef) == 0:
             d = self.positions.shape[1]
             return self.positions.copy(), np.zeros((1, d)), np.zeros((1, d))
-        qs, vs, as_ = [], [], []
-        for i, c in enumerate(self._coef):
-            s = np.linspace(0.0, self.times_s[i + 1] - self.times_s[i], samples_per_segment)
-            q, v, a = _evaluate(c, s)
-            qs.append(q), vs.append(v), as_.append(a)
-        return np.concatenate(qs), np.concatenate(vs), np.concatenate(as_)
+        d = self.positions.shape[1]
+        q, v, a = evaluate(self._coef[:, None], self._local_times(samples_per_segment))  # [K, S, D]
+        return q.reshape(-1, d), v.reshape(-1, d), a.reshape(-1, d)
 
     def dense_jerk(self, samples_per_segment: int = 16) -> np.ndarray:
         """[S, D] jerk on the same samples as `dense` (analytic: 6 c3 + 24 c4 s + 60 c5 s^2), for jerk limits."""
         if len(self._coef) == 0:
             return np.zeros((1, self.positions.shape[1]))
-        out = []
-        for i, c in enumerate(self._coef):
-            s = np.linspace(0.0, self.times_s[i + 1] - self.times_s[i], samples_per_segment)[:, None]
-            out.append(6 * c[3] + s * (24 * c[4] + s * 60 * c[5]))
-        return np.concatenate(out)
+        c = self._coef[:, None]  # [K, 1, 6, D]
+        s = self._local_times(samples_per_segment)[..., None]
+        j = 6 * c[..., 3, :] + s * (24 * c[..., 4, :] + s * 60 * c[..., 5, :])
+        return j.reshape(-1, self.positions.shape[1])
 
 
 def spline_from(traj: Trajectory, start_s: float, initial: Reference | None, activation_s: float) -> Spline:
@@ -223,7 +341,7 @@ class TrajectoryFollower:
         self._active: Spline | None = None
         self._hold = Reference(q.copy(), np.zeros_like(q), np.zeros_like(q), False)
         self._pending: tuple[float, Trajectory, float] | None = None  # (start, trajectory, received)
-        self._last_time_s = -np.inf
+        self._last_time_s = -math.inf
 
     def reset(self, positions: np.ndarray) -> None:
         q = np.asarray(positions, dtype=float).reshape(len(self.joint_names))
@@ -240,14 +358,7 @@ class TrajectoryFollower:
             raise TrajectoryError(
                 f"joint_names: expected {list(self.joint_names)}, got {list(traj.joint_names)}"
             )
-        order = [traj.joint_names.index(n) for n in self.joint_names]
-        traj = dataclasses.replace(
-            traj,
-            joint_names=self.joint_names,
-            positions=traj.positions[:, order],
-            velocities=None if traj.velocities is None else traj.velocities[:, order],
-            accelerations=None if traj.accelerations is None else traj.accelerations[:, order],
-        )
+        traj = traj.reordered(self.joint_names)
         t = traj.times_s
         if len(t) == 0 or t[0] < 0 or np.any(np.diff(t) <= 0):
             raise TrajectoryError("time_from_start: must start at >= 0 and increase strictly")

@@ -1,0 +1,273 @@
+"""Arm bridge logic without ROS: what to command, what to report, when a goal ends.
+
+`ArmBridge` is everything the arm bridge nodes (`aloha_bridge`,
+`franka_bridge`) decide, as plain calls that return decisions; the nodes
+convert messages, hold the lock, publish the commands and report.
+
+* Commands (`accept`): a trajectory is validated (`embodiments.validation`:
+  names, timing, finiteness, URDF + config limits on the curve the
+  controllers will actually follow, starting from the present reference),
+  refused with an error code and message, or re-stamped (a zero stamp
+  becomes "now"), reordered to the bridge's joint order and returned as
+  the command to send; the bridge mirrors it in its own reference
+  (`TrajectoryFollower`, the controllers' interpolation).
+* Watchdog (`watchdog`): once no trajectory covers the present for
+  `watchdog_timeout_s`, one explicit hold of the last reference position.
+* Goals (`GoalMonitor`): tracking error against the measured joints,
+  feedback pacing, preemption by a newer command, cancel (a stop within
+  the acceleration limits), goal and goal-time tolerances.
+* Clock reset (`clock_reset`): the reference and the measured state are
+  forgotten; commands are refused until joint states arrive again.
+
+Not thread-safe: the node calls it with its lock held.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+from collections.abc import Sequence
+
+import numpy as np
+
+from plan_stack.embodiments.validation import (
+    GOAL_TOLERANCE_VIOLATED,
+    INVALID_GOAL,
+    SUCCESSFUL,
+    Verdict,
+    check_trajectory,
+    stop_trajectory,
+)
+from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, TrajectoryFollower
+from plan_stack.trajectory.limits import Limits
+
+__all__ = ["ArmBridgeSettings", "ArmBridge", "Acceptance", "WatchdogState", "WatchdogDecision", "GoalOutcome",
+           "GoalStep", "GoalMonitor", "PREEMPTED"]
+
+#: Reference samples a goal keeps to compare each measurement with the reference at its stamp.
+_HISTORY_LEN = 200
+PREEMPTED = "preempted by a newer trajectory"
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmBridgeSettings:
+    """The bridge behaviour both arm bridges share (from their node configs)."""
+
+    watchdog_timeout_s: float
+    jump_tolerance: float
+    goal_time_tolerance_s: float
+    feedback_period_s: float
+    stop_deceleration_scale: float
+    max_start_delay_s: float
+    #: a cancel stops from where the reference will be this long from now (0: from the present reference)
+    stop_lead_s: float = 0.0
+    #: tracking error against the reference at the measurement's stamp (True) or at the present (False)
+    track_at_measurement_stamp: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Acceptance:
+    """A command's verdict; when accepted, the command to send (bridge joint order, absolute stamp)."""
+
+    verdict: Verdict
+    seq: int = -1
+    end_s: float = 0.0
+    command: Trajectory | None = None
+
+
+class WatchdogState(enum.Enum):
+    WAITING = "waiting for joint_states"
+    FOLLOWING = "following a trajectory"
+    IDLE = "idle, within watchdog_timeout"
+    HOLDING = "no trajectory covers the present: holding the last commanded position"
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchdogDecision:
+    state: WatchdogState
+    command: Trajectory | None = None  # the hold to send now (once per idle lapse)
+    idle_s: float = 0.0
+    held_positions: np.ndarray | None = None
+
+
+class GoalOutcome(enum.Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    CANCELED = "canceled"
+    PREEMPTED = "preempted"
+    TOLERANCE_VIOLATED = "goal tolerance violated"
+
+
+@dataclasses.dataclass(frozen=True)
+class GoalStep:
+    """One poll of a running goal: its outcome, the result code and message, feedback and a stop to send."""
+
+    outcome: GoalOutcome
+    error_code: int = SUCCESSFUL
+    message: str = ""
+    feedback: tuple[float, float] | None = None  # (time_from_start, max_tracking_error)
+    command: Trajectory | None = None
+
+
+class ArmBridge:
+    """The decisions of one arm bridge (stack joint order `joint_names`, `limits` in that order).
+
+    `tracked`: the channels whose tracking error counts; `goal_tolerance`: each
+    channel's tolerance at the end of a goal (inf: not checked).
+    """
+
+    def __init__(self, joint_names: Sequence[str], limits: Limits, settings: ArmBridgeSettings,
+                 tracked: np.ndarray, goal_tolerance: np.ndarray) -> None:
+        self.names = tuple(joint_names)
+        self.limits = limits
+        self.settings = settings
+        self.tracked = np.asarray(tracked, dtype=bool)
+        self.goal_tolerance = np.asarray(goal_tolerance, dtype=float)
+        self.follower: TrajectoryFollower | None = None  # created from the first joint state
+        self.measured: np.ndarray | None = None  # stack units
+        self.measured_s = 0.0  # the measurement's stamp
+        self.seq = 0  # bumps on every command sent; a goal seeing another value was preempted
+        self.hold_sent = False
+        self._idle_since_s: float | None = None
+
+    # --- inputs -----------------------------------------------------------------
+
+    def on_joint_state(self, q: np.ndarray, stamp_s: float) -> bool:
+        """A validated measurement in stack units; True when it is the first (the reference starts there)."""
+        self.measured = np.asarray(q, dtype=float)
+        self.measured_s = float(stamp_s)
+        if self.follower is None:
+            self.follower = TrajectoryFollower(self.names, self.measured)
+            return True
+        return False
+
+    def clock_reset(self) -> None:
+        """Time went back: forget the reference and the measured state; running goals end preempted."""
+        self.follower = None
+        self.measured = None
+        self.seq += 1
+        self.hold_sent = False
+        self._idle_since_s = None
+
+    def reference(self, now_s: float) -> Reference | None:
+        """The reference now (None before the first joint state)."""
+        return None if self.follower is None else self.follower.sample(now_s)
+
+    # --- commands ----------------------------------------------------------------
+
+    @staticmethod
+    def malformed(exc: TrajectoryError) -> Acceptance:
+        """The refusal of a message that does not even convert to a trajectory."""
+        return Acceptance(Verdict(False, INVALID_GOAL, str(exc)))
+
+    def accept(self, traj: Trajectory, now_s: float) -> Acceptance:
+        """Validate a command against the present reference; when valid, the command to send."""
+        if self.follower is None:
+            return Acceptance(Verdict(False, INVALID_GOAL, "no joint_states received yet: the robot state is unknown"))
+        initial = self.follower.sample(now_s)
+        ahead = traj.start_s(now_s) + float(traj.times_s[0]) - now_s
+        limit = self.settings.max_start_delay_s
+        if ahead > limit:
+            return Acceptance(Verdict(False, INVALID_GOAL,
+                                      f"header.stamp: the first point is due in {ahead:.3f} s, more than "
+                                      f"max_start_delay_s {limit} s ahead (a wrong clock or stamp?)"))
+        verdict = check_trajectory(traj, self.names, self.limits, now_s, initial,
+                                   jump_tolerance=self.settings.jump_tolerance)
+        if not verdict.ok:
+            return Acceptance(verdict)
+        command = dataclasses.replace(traj.reordered(self.names), stamp_s=traj.start_s(now_s))
+        self._send(command, now_s)
+        return Acceptance(verdict, self.seq, command.stamp_s + float(command.times_s[-1]), command)
+
+    def _send(self, traj: Trajectory, now_s: float) -> Trajectory:
+        if traj.stamp_s == 0.0:
+            traj = dataclasses.replace(traj, stamp_s=now_s)
+        self.follower.set_trajectory(traj, now_s)
+        self.seq += 1
+        self.hold_sent = False
+        self._idle_since_s = None
+        return traj
+
+    def stop(self, now_s: float) -> Trajectory | None:
+        """Decelerate to rest within the acceleration limits: the command to send (None: nothing commanded)."""
+        if self.follower is None:
+            return None
+        lead = self.settings.stop_lead_s
+        if lead > 0.0:
+            t0 = now_s + lead
+            ref = self.follower.peek(t0)
+        else:
+            t0, ref = now_s, self.follower.sample(now_s)
+        stop = stop_trajectory(ref, self.limits, self.settings.stop_deceleration_scale)
+        return self._send(dataclasses.replace(stop, stamp_s=t0), now_s)
+
+    def watchdog(self, now_s: float) -> WatchdogDecision:
+        """The watchdog's state; once per idle lapse past `watchdog_timeout_s`, a hold command."""
+        if self.follower is None:
+            return WatchdogDecision(WatchdogState.WAITING)
+        ref = self.follower.sample(now_s)
+        if not self.follower.holding:
+            return WatchdogDecision(WatchdogState.FOLLOWING)
+        if self._idle_since_s is None:
+            self._idle_since_s = now_s
+        idle = now_s - self._idle_since_s
+        if idle < self.settings.watchdog_timeout_s:
+            return WatchdogDecision(WatchdogState.IDLE, idle_s=idle)
+        hold = None
+        if not self.hold_sent:  # not _send: a hold must not preempt a goal still settling into its tolerance
+            hold = Trajectory(self.names, now_s, np.array([0.0]), ref.positions[None, :])
+            self.follower.set_trajectory(hold, now_s)
+            self.hold_sent = True
+        return WatchdogDecision(WatchdogState.HOLDING, hold, idle, ref.positions)
+
+    # --- goals ---------------------------------------------------------------------
+
+    def monitor(self, acceptance: Acceptance, now_s: float) -> GoalMonitor | GoalStep:
+        """A monitor for an accepted goal, or the preempted step when a newer command already replaced it."""
+        if self.seq != acceptance.seq or self.follower is None:
+            return GoalStep(GoalOutcome.PREEMPTED, INVALID_GOAL, PREEMPTED)
+        return GoalMonitor(self, acceptance.seq, now_s, acceptance.end_s, self.follower.final_positions)
+
+
+class GoalMonitor:
+    """Follows one accepted goal until it succeeds, is canceled or preempted, or misses its tolerance."""
+
+    def __init__(self, bridge: ArmBridge, seq: int, start_s: float, end_s: float, target: np.ndarray) -> None:
+        self._bridge = bridge
+        self.seq = seq
+        self.start_s = start_s
+        self.end_s = end_s
+        self.target = target
+        self.max_error = 0.0
+        self._last_feedback_s = -np.inf
+        self._history: collections.deque = collections.deque(maxlen=_HISTORY_LEN)  # (time, reference positions)
+
+    def step(self, now_s: float, cancel_requested: bool) -> GoalStep:
+        """One poll (bridge lock held). A cancel returns the stop command to send."""
+        b = self._bridge
+        if b.seq != self.seq or b.follower is None:
+            return GoalStep(GoalOutcome.PREEMPTED, INVALID_GOAL, PREEMPTED)
+        self._history.append((now_s, b.follower.sample(now_s).positions))
+        if cancel_requested:
+            return GoalStep(GoalOutcome.CANCELED, SUCCESSFUL, "canceled: stopping within limits",
+                            command=b.stop(now_s))
+        if b.settings.track_at_measurement_stamp:
+            # Compare the measurement with the reference at the measurement's own stamp, not with "now".
+            ref = min(self._history, key=lambda h: abs(h[0] - b.measured_s))[1]
+        else:
+            ref = self._history[-1][1]
+        err = float(np.max(np.abs(ref - b.measured)[b.tracked]))
+        self.max_error = max(self.max_error, err)
+        feedback = None
+        if now_s - self._last_feedback_s >= b.settings.feedback_period_s:
+            feedback = (max(now_s - self.start_s, 0.0), self.max_error)
+            self._last_feedback_s = now_s
+        if now_s >= self.end_s:
+            final = np.abs(self.target - b.measured)
+            if np.all(final <= b.goal_tolerance):
+                return GoalStep(GoalOutcome.SUCCEEDED, SUCCESSFUL, "", feedback)
+            if now_s >= self.end_s + b.settings.goal_time_tolerance_s:
+                j = int(np.argmax(final - b.goal_tolerance))
+                return GoalStep(GoalOutcome.TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED,
+                                f"{b.names[j]} is {final[j]:.4g} from its goal after goal_time_tolerance_s", feedback)
+        return GoalStep(GoalOutcome.RUNNING, feedback=feedback)

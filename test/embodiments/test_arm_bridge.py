@@ -1,0 +1,159 @@
+"""ArmBridge: the arm bridges' decisions without ROS (commands, watchdog, goals, clock reset)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plan_stack.embodiments.arm_bridge import (
+    PREEMPTED,
+    ArmBridge,
+    ArmBridgeSettings,
+    GoalOutcome,
+    GoalStep,
+    WatchdogState,
+)
+from plan_stack.embodiments.validation import GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, INVALID_JOINTS, SUCCESSFUL
+from plan_stack.trajectory.core import Trajectory, TrajectoryError
+from plan_stack.trajectory.limits import Limits
+
+NAMES = ("a", "b")
+LIMITS = Limits.for_joints(NAMES, [-2.0, -2.0], [2.0, 2.0], [1.0, 1.0], [4.0, 4.0])
+SETTINGS = ArmBridgeSettings(watchdog_timeout_s=0.5, jump_tolerance=0.02, goal_time_tolerance_s=1.0,
+                             feedback_period_s=0.1, stop_deceleration_scale=0.8, max_start_delay_s=10.0)
+
+
+def _bridge(settings=SETTINGS, q0=(0.0, 0.0)) -> ArmBridge:
+    b = ArmBridge(NAMES, LIMITS, settings, np.array([True, True]), np.array([0.05, 0.05]))
+    assert b.on_joint_state(np.array(q0), 0.0)  # the first measurement
+    return b
+
+
+def _move(target, duration=1.0, stamp=0.0, names=NAMES) -> Trajectory:
+    """Rest to rest in `duration` (positions + zero velocities: cubic)."""
+    q = np.array([target], float)
+    return Trajectory(names, stamp, np.array([duration]), q, np.zeros_like(q))
+
+
+def test_commands_are_refused_before_the_first_joint_state():
+    b = ArmBridge(NAMES, LIMITS, SETTINGS, np.array([True, True]), np.array([0.05, 0.05]))
+    acc = b.accept(_move([0.1, 0.1]), 1.0)
+    assert not acc.verdict.ok and acc.verdict.error_code == INVALID_GOAL and "no joint_states" in acc.verdict.message
+    assert acc.command is None and b.watchdog(1.0).state is WatchdogState.WAITING
+
+
+def test_valid_command_is_restamped_reordered_and_mirrored():
+    b = _bridge()
+    acc = b.accept(_move([0.3, 0.1], names=("b", "a")), 2.0)  # stamp 0 = now; joints in another order
+    assert acc.verdict.ok and acc.command is not None and acc.seq == b.seq == 1
+    assert acc.command.joint_names == NAMES and acc.command.stamp_s == 2.0 and acc.end_s == 3.0
+    assert acc.command.positions.tolist() == [[0.1, 0.3]]
+    assert b.reference(3.5).positions == pytest.approx([0.1, 0.3])
+
+
+@pytest.mark.parametrize("traj, code, words", [
+    (_move([1.9, 0.0], duration=0.5), INVALID_GOAL, "velocity"),  # 1.9 rad in 0.5 s: above 1 rad/s
+    (_move([0.1, 0.1], names=("a", "c")), INVALID_JOINTS, "unknown joint"),
+    (_move([0.1, 0.1], stamp=100.0), INVALID_GOAL, "max_start_delay"),
+])
+def test_invalid_commands_change_nothing(traj, code, words):
+    b = _bridge()
+    acc = b.accept(traj, 1.0)
+    assert not acc.verdict.ok and acc.verdict.error_code == code and words in acc.verdict.message
+    assert acc.command is None and b.seq == 0 and b.follower.holding
+
+
+def test_malformed_messages_are_refused():
+    acc = ArmBridge.malformed(TrajectoryError("points: a trajectory needs at least one point"))
+    assert acc.verdict.error_code == INVALID_GOAL and acc.command is None
+
+
+def test_watchdog_holds_once_per_idle_lapse():
+    b = _bridge()
+    assert b.accept(_move([0.2, 0.0]), 0.0).verdict.ok
+    assert b.watchdog(0.5).state is WatchdogState.FOLLOWING
+    assert b.watchdog(1.1).state is WatchdogState.IDLE  # idle from here
+    hold = b.watchdog(1.7)
+    assert hold.state is WatchdogState.HOLDING and hold.command is not None and b.hold_sent
+    assert hold.command.positions[0] == pytest.approx([0.2, 0.0]) and hold.idle_s == pytest.approx(0.6)
+    again = b.watchdog(1.8)
+    assert again.state is WatchdogState.HOLDING and again.command is None  # sent once
+    assert b.accept(_move([0.0, 0.0]), 1.9).verdict.ok
+    assert not b.hold_sent and b.watchdog(2.0).state is WatchdogState.FOLLOWING
+
+
+def test_goal_succeeds_within_tolerance_with_paced_feedback():
+    b = _bridge()
+    acc = b.accept(_move([0.2, -0.2]), 0.0)
+    mon = b.monitor(acc, 0.0)
+    feedback = []
+    for t in np.arange(0.0, 1.0, 0.02):
+        b.on_joint_state(b.follower.peek(t).positions, t)  # the robot tracks perfectly
+        step = mon.step(t, False)
+        assert step.outcome is GoalOutcome.RUNNING
+        feedback += [step.feedback] if step.feedback else []
+    assert 9 <= len(feedback) <= 11 and max(f[1] for f in feedback) < 1e-9  # every 0.1 s
+    b.on_joint_state(np.array([0.19, -0.21]), 1.0)
+    done = mon.step(1.0, False)
+    assert done.outcome is GoalOutcome.SUCCEEDED and done.error_code == SUCCESSFUL
+
+
+def test_goal_tolerance_is_enforced_after_goal_time_tolerance():
+    b = _bridge()
+    mon = b.monitor(b.accept(_move([0.2, -0.2]), 0.0), 0.0)
+    b.on_joint_state(np.array([0.0, -0.2]), 1.0)  # joint a stuck
+    assert mon.step(1.5, False).outcome is GoalOutcome.RUNNING  # still within goal_time_tolerance
+    end = mon.step(2.01, False)
+    assert end.outcome is GoalOutcome.TOLERANCE_VIOLATED and end.error_code == GOAL_TOLERANCE_VIOLATED
+    assert end.message.startswith("a is 0.2 from its goal")
+
+
+def test_tracking_error_uses_the_reference_at_the_measurement_stamp():
+    b = _bridge()
+    mon = b.monitor(b.accept(_move([0.5, 0.0]), 0.0), 0.0)
+    for t in np.arange(0.0, 0.52, 0.02):
+        mon.step(t, False)
+    b.on_joint_state(b.follower.peek(0.3).positions, 0.3)  # a late message: exact at its own stamp
+    assert mon.step(0.52, False).outcome is GoalOutcome.RUNNING and mon.max_error < 1e-3
+    present = _bridge(ArmBridgeSettings(**{**SETTINGS.__dict__, "track_at_measurement_stamp": False}))
+    mon = present.monitor(present.accept(_move([0.5, 0.0]), 0.0), 0.0)
+    present.on_joint_state(present.follower.peek(0.3).positions, 0.3)
+    mon.step(0.52, False)
+    assert mon.max_error > 0.05  # compared with the reference now, 0.22 s further on
+
+
+def test_a_newer_command_preempts_a_goal():
+    b = _bridge()
+    first = b.accept(_move([0.2, 0.0]), 0.0)
+    mon = b.monitor(first, 0.0)
+    b.accept(_move([0.0, 0.2]), 0.1)
+    step = mon.step(0.2, False)
+    assert step.outcome is GoalOutcome.PREEMPTED and step.error_code == INVALID_GOAL and step.message == PREEMPTED
+    late = b.monitor(first, 0.3)
+    assert isinstance(late, GoalStep) and late.outcome is GoalOutcome.PREEMPTED
+
+
+@pytest.mark.parametrize("lead", [0.0, 0.03])
+def test_cancel_stops_within_the_acceleration_limits(lead):
+    settings = ArmBridgeSettings(**{**SETTINGS.__dict__, "stop_lead_s": lead})
+    b = _bridge(settings)
+    acc = b.accept(_move([1.2, -1.2], duration=2.0), 0.0)
+    assert acc.verdict.ok
+    step = b.monitor(acc, 0.0).step(1.0, True)  # mid-motion: 0.9 rad/s
+    assert step.outcome is GoalOutcome.CANCELED and step.error_code == SUCCESSFUL
+    stop = step.command
+    assert stop is not None and stop.stamp_s == pytest.approx(1.0 + lead)
+    assert np.all(stop.velocities[-1] == 0.0)
+    q, v, a = (np.array(x) for x in zip(*[(r.positions, r.velocities, r.accelerations)
+                                          for r in (b.follower.sample(t) for t in np.arange(1.0, 3.0, 0.005))]))
+    assert np.all(np.abs(a) <= 0.8 * LIMITS.a_max * 1.001) and np.all(v[-1] == 0.0)
+    assert b.seq == 2  # the stop is a command: a goal still running would be preempted by it
+
+
+def test_clock_reset_forgets_the_state_and_ends_goals():
+    b = _bridge()
+    mon = b.monitor(b.accept(_move([0.2, 0.0]), 5.0), 5.0)
+    b.clock_reset()
+    assert b.follower is None and b.measured is None and b.reference(0.1) is None
+    assert mon.step(0.1, False).outcome is GoalOutcome.PREEMPTED
+    assert not b.accept(_move([0.2, 0.0]), 0.1).verdict.ok and b.stop(0.1) is None
+    assert b.on_joint_state(np.array([0.0, 0.0]), 0.2)  # the next measurement starts a new reference
