@@ -40,7 +40,8 @@ from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
 from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
 
 __all__ = [
-    "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Stitcher", "limits_from_config",
+    "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Alignment", "Stitcher",
+    "limits_from_config",
 ]
 
 _TIME_EPS = 1e-6  # fraction of a sample period treated as "on the grid" (20 ns at 50 Hz)
@@ -48,7 +49,8 @@ _TIME_EPS = 1e-6  # fraction of a sample period treated as "on the grid" (20 ns 
 
 class ChunkError(TrajectoryError):
     """A chunk that must not become motion. `reason` is a short machine-readable code:
-    `shape`, `non_finite`, `joint_names`, `dt`, `horizon`, `stale`, `no_state`."""
+    `shape`, `non_finite`, `joint_names`, `dt`, `horizon`, `future`, `stale`, `position_limits`,
+    `no_state`."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
@@ -154,6 +156,20 @@ class StitchResult:
     constrained_joints: int  # MPC joints where a bound was active (OSQP ran)
     seam_jump: tuple[float, float, float]  # max |Δq|, |Δv|, |Δa| against the execution state at sample 0
     messages: tuple[str, ...]
+    clamped_samples: int = 0  # reference samples beyond a position limit (within tolerance) held at the limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Alignment:
+    """A validated chunk laid on the output grid: what `Stitcher.solve` needs, nothing about the chunk."""
+
+    t_start: float  # when output sample 0 is due
+    reference: np.ndarray  # [n, D] reference at the output grid times from t_start, config joint order
+    bridge_len: int  # S: samples copied from the active trajectory (1 = start state only)
+    trimmed: int  # chunk samples skipped because their time had passed
+    bridge: tuple[np.ndarray, np.ndarray, np.ndarray]  # (q, v, a) [S, D] of the bridge samples
+    exec_state: np.ndarray  # [3, D] what is executing at t_start (for the seam check)
+    x_end: np.ndarray  # [3, D] the optimisation's start state (the bridge's last sample)
 
 
 def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
@@ -224,8 +240,12 @@ class Stitcher:
 
     # --- input ------------------------------------------------------------------
 
-    def _reference(self, chunk: Chunk) -> np.ndarray:
-        """Chunk positions [H, D] in config joint order; raises ChunkError on bad input."""
+    def validate(self, chunk: Chunk, now_s: float) -> tuple[np.ndarray, int]:
+        """(chunk positions [H, D] in config joint order, samples beyond a position limit within
+        `position_tolerance`, which the generators hold at the limit). Raises ChunkError on input that must
+        not become motion: bad names, shape, dt, non-finite values, a length outside
+        [min_horizon, max_horizon], a stamp more than `max_chunk_lead_s` ahead or `max_chunk_age_s` behind
+        now, samples beyond the position limits by more than `position_tolerance`."""
         cfg = self.cfg
         if not (math.isfinite(chunk.dt_s) and chunk.dt_s > 0):
             raise ChunkError("dt", f"sample period must be finite and > 0, got {chunk.dt_s!r}")
@@ -236,35 +256,71 @@ class Stitcher:
                                or set(chunk.joint_names) != set(cfg.joint_names)):
             missing = sorted(set(cfg.joint_names) - set(chunk.joint_names))
             extra = sorted(set(chunk.joint_names) - set(cfg.joint_names))
+            dup = sorted({j for j in chunk.joint_names if chunk.joint_names.count(j) > 1})
             raise ChunkError("joint_names", f"expected {len(cfg.joint_names)} joints {list(cfg.joint_names)}; "
-                             f"missing {missing}, unexpected {extra}, got {len(chunk.joint_names)}")
+                             f"missing {missing}, unexpected {extra}, duplicated {dup}, "
+                             f"got {len(chunk.joint_names)}")
         P = np.asarray(chunk.positions, dtype=float)
         if P.ndim != 2 or P.shape[1] != len(cfg.joint_names):
             raise ChunkError("shape", f"positions have shape {P.shape}")
+        H = len(P)
+        lo_h = max(cfg.min_horizon, cfg.stitch_len + 1)
+        if not lo_h <= H <= cfg.max_horizon:
+            raise ChunkError("horizon", f"horizon {H} outside [{lo_h}, {cfg.max_horizon}] (min_horizon, "
+                             f"stitch_len {cfg.stitch_len} + 1, max_horizon)")
         if not math.isfinite(float(np.add.reduce(P, axis=None))) and not np.isfinite(P).all():
             bad = sorted({chunk.joint_names[j] for j in np.argwhere(~np.isfinite(P))[:, 1]})
             raise ChunkError("non_finite", f"NaN/inf positions for {bad}")
-        if len(P) <= cfg.stitch_len:
-            raise ChunkError("horizon", f"horizon {len(P)} is not longer than stitch_len {cfg.stitch_len}")
-        if same_order:
-            return P
-        order = [chunk.joint_names.index(j) for j in cfg.joint_names]
-        return P[:, order]
+        lead = chunk.stamp_s - now_s
+        if lead > cfg.max_chunk_lead_s:
+            raise ChunkError("future", f"stamped {lead:.3f} s ahead of now (max_chunk_lead_s "
+                             f"{cfg.max_chunk_lead_s}): wrong clock or stamp")
+        if -lead > cfg.max_chunk_age_s:
+            raise ChunkError("stale", f"stamped {-lead:.3f} s ago (max_chunk_age_s {cfg.max_chunk_age_s})")
+        if not same_order:
+            P = P[:, [chunk.joint_names.index(j) for j in cfg.joint_names]]
+        return P, self._beyond_limits(P)
+
+    def _beyond_limits(self, P: np.ndarray) -> int:
+        """Samples of continuous joints outside [q_min, q_max] (0 without position limits); raises
+        ChunkError when one is further out than `position_tolerance`."""
+        lim = self.limits
+        if not lim.has_position_limits:
+            return 0
+        Pc = P[:, self._c]
+        over = np.maximum(Pc - lim.q_max, lim.q_min - Pc)  # > 0: outside by that much
+        worst = float(over.max(initial=-math.inf))
+        if worst <= 0.0:
+            return 0
+        if worst > self.cfg.position_tolerance:
+            r, j = np.unravel_index(int(np.argmax(over)), over.shape)
+            name = self.cfg.continuous_joints[j]
+            raise ChunkError("position_limits", f"sample {r} of {name} is {worst:.4g} beyond its position "
+                             f"limits [{lim.q_min[j]:.4g}, {lim.q_max[j]:.4g}] (position_tolerance "
+                             f"{self.cfg.position_tolerance})")
+        return int(np.count_nonzero(over > 0.0))
 
     # --- main entry -----------------------------------------------------------------
 
     def process(self, chunk: Chunk, now_s: float,
                 measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> StitchResult:
-        """Stitch one chunk at execution time `now_s`.
+        """Stitch one chunk at execution time `now_s`: validate, align, solve.
 
         `measured` = (q, v, a) [D] in config joint order, the robot's state;
         used when no trajectory is active or the active one has ended. Raises
         ChunkError for input that must not become motion.
         """
         t_begin = time.perf_counter()
+        R, clamped = self.validate(chunk, now_s)
+        al = self.align(chunk, R, now_s, measured)
+        return self.solve(al, t_begin, clamped)
+
+    def align(self, chunk: Chunk, R: np.ndarray, now_s: float,
+              measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Alignment:
+        """Lay the validated reference R [H, D] on the output grid and pick the start state
+        (the active trajectory's bridge samples, or the measured state). Raises ChunkError."""
         cfg = self.cfg
         dt = cfg.dt
-        R = self._reference(chunk)
         H = len(R)
         span_end = chunk.stamp_s + (H - 1) * chunk.dt_s
         if now_s > span_end + _TIME_EPS * chunk.dt_s:
@@ -298,7 +354,6 @@ class Stitcher:
             frac = np.minimum(np.maximum(idx - lo, 0.0), 1.0)[:, None]
             ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
         trimmed = max(0, math.ceil(offset - _TIME_EPS))
-
         if use_active:
             bq, bv, ba = act.sample(t_start + dt * np.arange(S))
             exec_state = np.array([bq[0], bv[0], ba[0]])
@@ -306,12 +361,25 @@ class Stitcher:
         else:
             exec_state = x_end = self._measured(measured)
             bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
+        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end)
 
+    def solve(self, al: Alignment, t_begin: float | None = None, clamped: int = 0) -> StitchResult:
+        """Generate from the alignment's start state down the fallback chain (configured backend,
+        Ruckig, brake) and return the first trajectory that passes the limit check; it becomes the
+        active one. FAILED (and the active one unchanged) when none passes."""
+        if t_begin is None:
+            t_begin = time.perf_counter()
+        cfg = self.cfg
         c = self._c
-        x0 = x_end[:, c]
-        ref_c = ref[S - 1:, c]
+        bq, bv, ba = al.bridge
+        S = al.bridge_len
+        x0 = al.x_end[:, c]
+        ref_c = al.reference[S - 1:, c]
         settle = cfg.mode == "settle"
         messages: list[str] = []
+        if clamped:
+            messages.append(f"{clamped} reference samples beyond the position limits (within "
+                            f"position_tolerance) held at the limit")
         constrained = 0
         chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
         limits = self.limits
@@ -330,20 +398,20 @@ class Stitcher:
                 continue
             if msg:
                 messages.append(f"{gen}: {msg}")
-            traj = self._assemble(t_start, bq, bv, ba, out, ref, S, settle and gen != "brake")
-            rep = check_limits(dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
+            traj = self._assemble(al.t_start, bq, bv, ba, out, al.reference, S, settle and gen != "brake")
+            rep = check_limits(cfg.dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
                                limits, traj.positions[:, self._didx] if len(self._didx) else None,
                                self.discrete_rate)
             if rep.ok:
                 self._active = traj
                 return StitchResult(
                     traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, gen,
-                    (time.perf_counter() - t_begin) * 1e3, rep, trimmed, S, constrained,
-                    self._seam_jump(traj, exec_state), tuple(messages))
+                    (time.perf_counter() - t_begin) * 1e3, rep, al.trimmed, S, constrained,
+                    self._seam_jump(traj, al.exec_state), tuple(messages), clamped)
             messages.append(f"{gen}: limit check failed (v {rep.v_ratio:.4f}, a {rep.a_ratio:.4f}, "
                             f"j {rep.j_ratio:.4f}, q out by {rep.q_violation:.2e}, rate {rep.rate_ratio:.4f})")
-        return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, trimmed, S,
-                            constrained, (0.0, 0.0, 0.0), tuple(messages))
+        return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, al.trimmed,
+                            S, constrained, (0.0, 0.0, 0.0), tuple(messages), clamped)
 
     def _brake_limits(self, x0: np.ndarray) -> Limits | None:
         """None when the start state x0 [3, Dc] lies inside the limits and satisfies the brake condition
