@@ -157,10 +157,18 @@ class ArmBridgeNode(Node):
             raw = np.array([msg.position[index[n]] for n in needed], dtype=np.float64)
             if not np.all(np.isfinite(raw)):
                 problem = "joint_states has NaN/inf positions"
+        q = None if problem is not None else self._joint_to_stack(raw)
+        if q is not None:
+            # Beyond a position limit by more than the joint's whole range: a sensor or message fault.
+            lo, hi = self.limits.lower, self.limits.upper
+            span = np.where(np.isfinite(hi - lo), hi - lo, np.inf)
+            out = np.flatnonzero((q < lo - span) | (q > hi + span))
+            if len(out):
+                problem = (f"joint_states position of {self.names[out[0]]} ({q[out[0]]:.6g}) lies beyond its "
+                           f"limits [{lo[out[0]]:.4g}, {hi[out[0]]:.4g}] by more than their range")
         if problem is not None:  # never measured, never held to, never tracked against
             self.diagnostics.report("joint_states", conventions.ERROR, f"rejected: {problem}", now=True)
             return
-        q = self._joint_to_stack(raw)
         with self._lock:
             self._measured = q
             self._measured_s = stamp_to_s(msg.header.stamp)
