@@ -126,6 +126,22 @@ class Trajectory:
         return q, v, a
 
 
+def _rate_limited(start: np.ndarray, targets: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Rows x_i = x_{i-1} + clip(targets_i - x_{i-1}, -step, step) from x_{-1} = start ([n, Dd]).
+
+    A sequential recurrence: run on Python floats, per channel (numpy's per-call overhead on rows of one
+    or two values costs ten times more)."""
+    out = np.empty(targets.shape)
+    for j in range(targets.shape[1]):
+        x, s = float(start[j]), float(step[j])
+        col = []
+        for t in targets[:, j].tolist():
+            x += min(max(t - x, -s), s)
+            col.append(x)
+        out[:, j] = col
+    return out
+
+
 def _quintic(p0, v0, a0, p1, v1, a1, h, t):
     """Quintic Hermite segment through (p, v, a) at both ends, evaluated at t in [0, h]."""
     dp = p1 - p0
@@ -506,16 +522,12 @@ class Stitcher:
         if len(d):
             target_d = ref[np.minimum(np.arange(T), len(ref) - 1)][:, d]
             Pd[:S] = bq[:, d]
-            for i in range(S, T):
-                Pd[i] = Pd[i - 1] + np.clip(target_d[i] - Pd[i - 1], -step, step)
+            Pd[S:] = _rate_limited(Pd[S - 1], target_d[S:], step)
         extra = 0
         if settle and len(d) and not np.any(v_c[-1]) and not np.any(a_c[-1]):
             gap = float(np.max(np.abs(ref[-1, d] - Pd[-1]) / step, initial=0.0))
             extra = min(math.ceil(gap - 1e-9), round(cfg.settle_max_s / cfg.dt))
-            tail = np.empty((extra, len(d)))
-            prev = Pd[-1]
-            for i in range(extra):
-                prev = tail[i] = prev + np.clip(ref[-1, d] - prev, -step, step)
+            tail = _rate_limited(Pd[-1], np.broadcast_to(ref[-1, d], (extra, len(d))), step)
             Pd = np.vstack([Pd, tail])
         T += extra
         D = len(cfg.joint_names)
