@@ -56,8 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample-s", type=float, default=30.0, help="sim time between samples (s)")
     ap.add_argument("--plan-features-hz", type=float, default=2.0, help="stand-in planner rate; 0 = none")
     ap.add_argument("--max-rss-growth", type=float, default=0.10)
+    ap.add_argument("--max-wall-s", type=float, default=0.0,
+                    help="stop after this much wall time and report what was measured (0: no limit; on a "
+                         "shared machine the simulator may run far below real time)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
+
+    from plan_stack.ros.domains import reserve_domain
+
+    if "ROS_DOMAIN_ID" not in os.environ:  # a domain of its own: no traffic shared with other runs
+        domain, _domain_lock = reserve_domain()
+        os.environ["ROS_DOMAIN_ID"] = str(domain)
 
     import numpy as np
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -100,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             rate_marks = []  # (sim t, {node: count})
             wall0 = time.monotonic()
             while sim["t"] < args.sim_seconds:
+                if args.max_wall_s and time.monotonic() - wall0 > args.max_wall_s:
+                    print(f"[soak] wall-time limit {args.max_wall_s:.0f} s reached at sim {sim['t']:.1f} s",
+                          flush=True)
+                    break
                 ex.spin_once(timeout_sec=0.05)
                 if up.poll() is not None:
                     died.append(f"bring-up exited with {up.returncode}")
