@@ -311,3 +311,17 @@ def test_settle_ends_at_rest_with_grippers_at_their_target(backend):
     np.testing.assert_allclose(tr.positions[-1], [0.05, 0.0, 0.0, 1.0], atol=1e-12)
     assert not np.any(tr.velocities[-1]) and not np.any(tr.accelerations[-1])
     assert np.all(np.abs(np.diff(tr.positions[:, 3])) <= 2.0 * DT * (1 + 1e-12))
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: discrete channels carry forward-difference velocities and zero "
+                   "acceleration, so the quintic a bridge interpolates through them overshoots the rate limit "
+                   "where the rate limiter starts or stops (about 1.44x); found by the ALOHA soak")
+def test_discrete_channel_interpolated_between_samples_stays_within_its_rate():
+    s = Stitcher(_cfg(discrete_rate=1.0, stitch_len=1))
+    ref = _ref(40)
+    ref[:, 3] = np.where(np.arange(40) < 10, 0.0, 0.3)  # the gripper ramps to 0.3 at 1/s, then stops
+    tr = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4))).trajectory
+    t = np.linspace(tr.t0_s, tr.end_s, 40 * 50)
+    q = tr.sample(t)[0][:, 3]
+    v = np.abs(np.diff(q) / np.diff(t))
+    assert v.max() <= 1.0 * 1.01
