@@ -27,7 +27,9 @@ class StitcherConfig:
     q_min: tuple[float, ...] = param("Lower position limit per continuous joint; empty = none", ())
     q_max: tuple[float, ...] = param("Upper position limit per continuous joint; empty = none", ())
     discrete_rate: float | tuple[float, ...] = param(
-        "Rate limit of the discrete joints (units/s), scalar or one per discrete joint", 2.0, min=1e-9)
+        "Rate limit of the discrete joints (units/s), scalar or one per discrete joint: the peak speed of the "
+        "interpolated curve (they are emitted at rest at every sample; the mean speed is 8/15 of it)", 2.0,
+        min=1e-9)
     w_tracking: float = param("MPC weight on (q - reference)²", 1.0, min=0.0)
     w_velocity: float = param("MPC weight on v²", 0.0, min=0.0)
     w_acceleration: float = param("MPC weight on a²", 1e-5, min=0.0)

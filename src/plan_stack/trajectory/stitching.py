@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 _TIME_EPS = 1e-6  # fraction of a sample period treated as "on the grid" (20 ns at 50 Hz)
+#: Peak speed of a quintic from rest to rest, in units of its mean speed (dp / h). Discrete channels are
+#: emitted at rest at every sample (v = a = 0) and step at most rate * dt / this per sample, so the curve a
+#: quintic-interpolating controller follows through them never exceeds the rate limit. (Finite-difference
+#: velocities overshoot it by about 1.5x where the rate limiter starts or stops.)
+_REST_TO_REST_PEAK = 15.0 / 8.0
 
 
 class ChunkError(TrajectoryError):
@@ -463,7 +468,7 @@ class Stitcher:
 
     def _seam_jump(self, traj: Trajectory, exec_state: np.ndarray) -> tuple[float, float, float]:
         """Max |Δq|, |Δv|, |Δa| of sample 0 against the execution state. Discrete channels join
-        in position only (their v is a finite difference, their a is 0)."""
+        in position only (they are at rest at every sample)."""
         c = self._c
         diff = np.abs(np.array([traj.positions[0], traj.velocities[0], traj.accelerations[0]]) - exec_state)
         return (float(diff[0].max(initial=0.0)), float(diff[1, c].max(initial=0.0)),
@@ -504,7 +509,8 @@ class Stitcher:
         return X, msg, n_con
 
     def _assemble(self, t_start, bq, bv, ba, cont, ref, S, settle: bool = False) -> Trajectory:
-        """Bridge rows + generated continuous rows + rate-limited discrete rows.
+        """Bridge rows + generated continuous rows + rate-limited discrete rows (at rest at every sample,
+        so that the interpolated curve stays within the rate limit).
 
         In settle mode, when the continuous joints end at rest, rows holding them are
         appended until the discrete channels have reached their final reference too
@@ -517,7 +523,7 @@ class Stitcher:
         T = S - 1 + n_c
         if not len(d) and S == 1:  # the common case: nothing to copy or rate-limit
             return Trajectory(t_start, cfg.dt, cfg.joint_names, q_c, v_c, a_c)
-        step = self.discrete_rate * cfg.dt
+        step = self.discrete_rate * cfg.dt / _REST_TO_REST_PEAK
         Pd = np.empty((T, len(d)))
         if len(d):
             target_d = ref[np.minimum(np.arange(T), len(ref) - 1)][:, d]
@@ -540,7 +546,6 @@ class Stitcher:
             P[S - 1 + n_c:, c], V[S - 1 + n_c:, c], A[S - 1 + n_c:, c] = q_c[-1], 0.0, 0.0
         if len(d):
             P[:, d] = Pd
-            V[:-1, d] = np.diff(Pd, axis=0) / cfg.dt
-            V[-1, d] = 0.0
+            V[:, d] = 0.0  # at rest at every sample: see _REST_TO_REST_PEAK
             A[:, d] = 0.0
         return Trajectory(t_start, cfg.dt, cfg.joint_names, P, V, A)
