@@ -326,3 +326,16 @@ def test_discrete_channel_interpolated_between_samples_stays_within_its_rate():
     q = tr.sample(t)[0][:, 3]
     v = np.abs(np.diff(q) / np.diff(t))
     assert v.max() <= 1.0 * 1.01
+
+
+def test_discrete_joints_take_position_limits_when_they_list_every_joint():
+    s = Stitcher(_cfg(q_min=(-1.0, -1.0, -1.0, 0.0), q_max=(1.0, 1.0, 1.0, 1.0), discrete_rate=10.0))
+    ref = _ref(30)
+    ref[:, 3] = np.linspace(0.5, 1.03, 30)  # the gripper reference ends 0.03 above its range
+    res = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.r_[ref[0, :3], 0.5], np.zeros(4), np.zeros(4)))
+    assert res.clamped_samples == int(np.count_nonzero(ref[:, 3] > 1.0)) > 0
+    assert res.trajectory.positions[:, 3].max() <= 1.0
+    np.testing.assert_array_equal(s.limits.q_max, [1.0, 1.0, 1.0])  # the continuous joints' own
+    ref[:, 3] = 1.2
+    with pytest.raises(ChunkError, match="^position_limits: .* grip "):
+        s.process(Chunk(0.0, NAMES, DT, ref), 0.0)

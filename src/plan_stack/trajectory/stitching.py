@@ -41,7 +41,7 @@ from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
 
 __all__ = [
     "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Alignment", "Stitcher",
-    "limits_from_config",
+    "limits_from_config", "discrete_bounds",
 ]
 
 _TIME_EPS = 1e-6  # fraction of a sample period treated as "on the grid" (20 ns at 50 Hz)
@@ -223,6 +223,14 @@ def limits_from_config(cfg: StitcherConfig) -> tuple[Limits, np.ndarray]:
     return lim, rate
 
 
+def discrete_bounds(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Position bounds [Dd] of the discrete joints: from q_min/q_max when those list every joint, else none."""
+    _, didx = joint_columns(cfg)
+    if len(cfg.q_min) == len(cfg.joint_names):
+        return np.asarray(cfg.q_min, float)[didx], np.asarray(cfg.q_max, float)[didx]
+    return np.full(len(didx), -np.inf), np.full(len(didx), np.inf)
+
+
 class Stitcher:
     """Turns chunks into limit-checked trajectories that join the one being executed.
 
@@ -232,6 +240,7 @@ class Stitcher:
     def __init__(self, cfg: StitcherConfig) -> None:
         self.cfg = cfg
         self.limits, self.discrete_rate = limits_from_config(cfg)
+        self._d_lo, self._d_hi = discrete_bounds(cfg)
         self._cidx, self._didx = joint_columns(cfg)
         # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
         all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
@@ -303,21 +312,26 @@ class Stitcher:
         return P, self._beyond_limits(P)
 
     def _beyond_limits(self, P: np.ndarray) -> int:
-        """Samples of continuous joints outside [q_min, q_max] (0 without position limits); raises
-        ChunkError when one is further out than `position_tolerance`."""
+        """Samples outside [q_min, q_max] (continuous joints, and discrete ones when the limits list every
+        joint; 0 without position limits); raises ChunkError when one is further out than
+        `position_tolerance`."""
         lim = self.limits
-        if not lim.has_position_limits:
+        d_bounded = bool(np.isfinite(self._d_lo).any() or np.isfinite(self._d_hi).any())
+        if not (lim.has_position_limits or d_bounded):
             return 0
-        Pc = P[:, self._c]
-        over = np.maximum(Pc - lim.q_max, lim.q_min - Pc)  # > 0: outside by that much
+        cols = np.concatenate([np.arange(P.shape[1])[self._c], self._didx])
+        lo = np.concatenate([np.broadcast_to(lim.q_min, (lim.dof,)), self._d_lo])
+        hi = np.concatenate([np.broadcast_to(lim.q_max, (lim.dof,)), self._d_hi])
+        Pc = P[:, cols]
+        over = np.maximum(Pc - hi, lo - Pc)  # > 0: outside by that much
         worst = float(over.max(initial=-math.inf))
         if worst <= 0.0:
             return 0
         if worst > self.cfg.position_tolerance:
             r, j = np.unravel_index(int(np.argmax(over)), over.shape)
-            name = self.cfg.continuous_joints[j]
+            name = self.cfg.joint_names[cols[j]]
             raise ChunkError("position_limits", f"sample {r} of {name} is {worst:.4g} beyond its position "
-                             f"limits [{lim.q_min[j]:.4g}, {lim.q_max[j]:.4g}] (position_tolerance "
+                             f"limits [{lo[j]:.4g}, {hi[j]:.4g}] (position_tolerance "
                              f"{self.cfg.position_tolerance})")
         return int(np.count_nonzero(over > 0.0))
 
@@ -526,14 +540,16 @@ class Stitcher:
         step = self.discrete_rate * cfg.dt / _REST_TO_REST_PEAK
         Pd = np.empty((T, len(d)))
         if len(d):
-            target_d = ref[np.minimum(np.arange(T), len(ref) - 1)][:, d]
+            target_d = np.minimum(np.maximum(ref[np.minimum(np.arange(T), len(ref) - 1)][:, d], self._d_lo),
+                                  self._d_hi)
             Pd[:S] = bq[:, d]
             Pd[S:] = _rate_limited(Pd[S - 1], target_d[S:], step)
         extra = 0
         if settle and len(d) and not np.any(v_c[-1]) and not np.any(a_c[-1]):
-            gap = float(np.max(np.abs(ref[-1, d] - Pd[-1]) / step, initial=0.0))
+            final_d = np.minimum(np.maximum(ref[-1, d], self._d_lo), self._d_hi)
+            gap = float(np.max(np.abs(final_d - Pd[-1]) / step, initial=0.0))
             extra = min(math.ceil(gap - 1e-9), round(cfg.settle_max_s / cfg.dt))
-            tail = _rate_limited(Pd[-1], np.broadcast_to(ref[-1, d], (extra, len(d))), step)
+            tail = _rate_limited(Pd[-1], np.broadcast_to(final_d, (extra, len(d))), step)
             Pd = np.vstack([Pd, tail])
         T += extra
         D = len(cfg.joint_names)
