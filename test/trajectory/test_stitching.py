@@ -339,3 +339,14 @@ def test_discrete_joints_take_position_limits_when_they_list_every_joint():
     ref[:, 3] = 1.2
     with pytest.raises(ChunkError, match="^position_limits: .* grip "):
         s.process(Chunk(0.0, NAMES, DT, ref), 0.0)
+
+
+def test_a_start_from_the_measured_state_is_due_measured_start_lead_s_later():
+    """The controller joins its present reference to the first sample; that join must not be a spike."""
+    state = (np.zeros(4), np.zeros(4), np.zeros(4))
+    s = Stitcher(_cfg(measured_start_lead_s=0.1))
+    first = s.process(Chunk(0.0, NAMES, DT, _ref(40)), 0.0, state)
+    assert first.trajectory.t0_s == pytest.approx(0.1) and first.trimmed_steps == 5
+    # stitched onto our own trajectory (the controller's reference): no extra lead
+    second = s.process(Chunk(0.04, NAMES, DT, _ref(40)), 0.04)
+    assert second.trajectory.t0_s == pytest.approx(0.04)

@@ -50,6 +50,10 @@ class StitcherConfig:
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)
     ruckig_lookahead: int = param("Ruckig: the chaser targets the reference this many samples ahead", 10, min=1)
     settle_max_s: float = param("Longest tail appended in settle mode to come to rest (s)", 3.0, min=0.0)
+    measured_start_lead_s: float = param(
+        "Starting from the measured state (nothing of ours is executing), the first sample is due no earlier than "
+        "now + this: the controller joins its present reference to that sample, and a short join between two "
+        "states that differ (measured vs commanded) would be a spike in acceleration (s)", 0.0, min=0.0, max=2.0)
     max_chunk_lead_s: float = param(
         "Chunks stamped further than this ahead of now are rejected (a wrong clock or stamp; s)", 1.0, min=0.0)
     max_chunk_age_s: float = param(

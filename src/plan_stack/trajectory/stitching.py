@@ -365,7 +365,8 @@ class Stitcher:
         use_active = act is not None and (measured is None or now_s <= act.end_s)
         if not use_active and measured is None:
             raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
-        earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
+        lead = cfg.command_latency_s if use_active else max(cfg.command_latency_s, cfg.measured_start_lead_s)
+        earliest = max(now_s + lead, chunk.stamp_s)
         origin = act.t0_s if use_active else chunk.stamp_s
         k = math.ceil((earliest - origin) / dt - _TIME_EPS)
         t_start = origin + k * dt
