@@ -2,8 +2,9 @@
 """Soak: run a robot's stack (`plan-stack up <robot> --processes`) for a long stretch of sim time and
 report memory growth, diagnostics rates and errors per node.
 
-A stand-in planner publishes one fixed set of plan features (seeded, `--plan-features-hz`, stamped
-with sim time) so the chunker, stitcher and bridge work; pass 0 to run without. Samples every node
+The robot config's learned planner provides the plan features; for a config without one, a stand-in
+publishes one fixed set (seeded, `--plan-features-hz` > 0, stamped with sim time). `--max-wall-s`
+stops early on a slow machine and reports what was measured. Samples every node
 process's RSS (/proc) each `--sample-s` of sim time; after `--warmup-s` the RSS of each node may grow
 at most `--max-rss-growth` (fraction); diagnostics rates per node are compared between the first and
 second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table; `--json PATH` writes the rows. Exit status 1 when
@@ -54,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim-seconds", type=float, default=1800.0, help="sim time to run (s)")
     ap.add_argument("--warmup-s", type=float, default=120.0, help="sim time before the RSS baseline (s)")
     ap.add_argument("--sample-s", type=float, default=30.0, help="sim time between samples (s)")
-    ap.add_argument("--plan-features-hz", type=float, default=2.0, help="stand-in planner rate; 0 = none")
+    ap.add_argument("--plan-features-hz", type=float, default=0.0,
+                    help="stand-in planner rate, for robot configs without a planner; 0 = none (the config's "
+                         "learned planner provides the plan features)")
     ap.add_argument("--max-rss-growth", type=float, default=0.10)
     ap.add_argument("--max-wall-s", type=float, default=0.0,
                     help="stop after this much wall time and report what was measured (0: no limit; on a "
