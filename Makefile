@@ -9,7 +9,7 @@ ENV := source $(CURDIR)/scripts/env.bash
 PYTEST_ARGS ?=
 JOBS ?= 2
 
-.PHONY: setup venv build test bench demo clean soak train
+.PHONY: setup venv build test bench demo clean soak train lint
 
 setup: venv build
 
@@ -34,6 +34,11 @@ build: $(STAMP)
 # every other test fails on its first failure (test/conftest.py).
 test:
 	$(ENV) && python -m pytest $(PYTEST_ARGS)
+
+# ruff (ruff.toml) over the repository, mypy (mypy.ini) over src/plan_stack; both pinned in requirements/lock.txt.
+lint:
+	$(VENV)/bin/ruff check .
+	$(ENV) && $(VENV)/bin/mypy
 
 # Scripted ALOHA expert driving the embedded simulator through the bridge;
 # prints success, writes an MCAP bag and a PNG contact sheet to out/demo.

@@ -18,7 +18,8 @@ scripts = [f"{name} = {target}" for name, target in {**table["NODES"], **table["
 setup(
     name="plan_stack",
     version="0.1.0",
-    description="Camera streams to robot motion: VFlash planning, RTC action chunks, MPC/Ruckig stitching, robot bridges",
+    description=("Camera streams to robot motion: VFlash planning, RTC action chunks, MPC/Ruckig stitching, "
+                 "robot bridges"),
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",

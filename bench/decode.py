@@ -34,6 +34,7 @@ import os
 import resource
 import statistics
 import sys
+
 from report import add_json_option, format_value, report  # bench/report.py: shared table + JSON output
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,10 +70,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     import numpy as np
     import torch
 
-    from plan_stack.planning import layouts as L
-    from plan_stack.planning.decoding import Decoder, DecoderConfig
+    from plan_stack.planning.decoding import DECODERS, Decoder, DecoderConfig
     from plan_stack.planning.drafter import new_drafter, num_params
     from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.tool_call import tool_call_text
 
     torch.set_num_threads(args.threads)
     rows: list[dict] = []
@@ -96,10 +97,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                 prefix: list[int] = []
                 budget = args.text_tokens
             else:
-                prefix = target.tokenizer.encode(L.tool_call_text(block) + start, add_special_tokens=False)
+                prefix = target.tokenizer.encode(tool_call_text(block) + start, add_special_tokens=False)
                 budget = len(prefix) + block - 1  # stop right after the primitive
             group = {}
-            for decoder in ("ar", "dflash", "vflash"):
+            for decoder in DECODERS:
                 if args.device == "cuda":
                     torch.cuda.reset_peak_memory_stats()
                 times, results = [], []

@@ -8,7 +8,7 @@ Executor choices (how every node of a process is spun):
 * `mt_spin_once` the baseline: one rclpy MultiThreadedExecutor for all nodes of the process,
                  polled with `spin_once(timeout_sec=0.1)` in a loop (the bring-up before
                  per-node executors);
-* `per_node`     what `plan_stack.ros.conventions.run_nodes` does now: each node on the executor
+* `per_node`     what `plan_stack.ros.lifecycle.run_nodes` does now: each node on the executor
                  `executor_for` picks (SingleThreadedExecutor unless the node class sets
                  `executor_threads`), spun with `spin()` in a thread of its own;
 * `events`       rclpy's experimental EventsExecutor, one per node, each polled with
@@ -110,7 +110,7 @@ def spin_nodes(nodes, executor: str, stop: threading.Event) -> None:
     import rclpy
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
-    from plan_stack.ros import conventions
+    from plan_stack.ros.lifecycle import executor_for
 
     if executor == "mt_spin_once":
         ex = MultiThreadedExecutor(context=nodes[0].context)
@@ -144,7 +144,7 @@ def spin_nodes(nodes, executor: str, stop: threading.Event) -> None:
         return
     if executor != "per_node":
         raise ValueError(f"unknown executor {executor!r}")
-    executors = [conventions.executor_for(n) for n in nodes]
+    executors = [executor_for(n) for n in nodes]
 
     def spin(ex):
         try:
@@ -190,14 +190,13 @@ def role_nodes(args) -> int:
     """Build nodes of a robot config and spin them with one executor choice until t_end.
 
     With --window: writes the process CPU and, for an ingest node, its input counters in the window."""
-    import rclpy
 
-    from plan_stack.ros import conventions
+    from plan_stack.ros.lifecycle import ros_session
 
     names = args.nodes.split(",")
     overrides = json.loads(args.overrides) if args.overrides else None
     out: dict = {}
-    with conventions.ros_session():
+    with ros_session():
         nodes = [make() for make in _node_factories(args.robot, names, overrides)]
         stop = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stop.set())  # the sim rows stop processes with SIGINT
@@ -239,13 +238,14 @@ def role_clock(args) -> int:
     import rclpy
     from rosgraph_msgs.msg import Clock
 
-    from plan_stack.ros import conventions
+    from plan_stack.ros.lifecycle import ros_session
+    from plan_stack.ros.qos import SENSOR_QOS
 
     samples = []
-    with conventions.ros_session():
+    with ros_session():
         node = rclpy.create_node("graph_bench_clock")
         node.create_subscription(Clock, "/clock", lambda m: samples.append(
-            (time.time(), m.clock.sec + m.clock.nanosec * 1e-9)), conventions.SENSOR_QOS)
+            (time.time(), m.clock.sec + m.clock.nanosec * 1e-9)), SENSOR_QOS)
         give_up = time.time() + args.startup_limit
         while not samples and time.time() < give_up:
             rclpy.spin_once(node, timeout_sec=0.05)

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+
 from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,19 +69,18 @@ def _pct(values, q):
 
 def role_ingest(args) -> int:
     """Run the ingest node; record added latency and CPU inside the window."""
-    import rclpy
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
 
-    from plan_stack.ingest.node import IngestNode
-    from plan_stack.ros import conventions
+    from plan_stack.ingest.ingest_node import IngestNode
+    from plan_stack.ros.lifecycle import ros_session
 
     params = dict(camera_names=list(CAMERAS), output_size=[224, 224], max_spread=MAX_SPREAD_S, max_age=MAX_AGE_S,
                   queue_size=10, min_interval=0.02, joint_names=list(JOINTS), joint_qos="reliable",
                   policy="approximate" if args.method == "sync" else "latest")
     w0, w1 = args.t0 + args.warmup, args.t0 + args.duration
     out = {}
-    with conventions.ros_session():
+    with ros_session():
         node = IngestNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
         ex = MultiThreadedExecutor()
         ex.add_node(node)
@@ -117,7 +117,8 @@ def role_collect(args) -> int:
 
     from plan_stack.ingest.synthetic import joint_positions, tick_of
     from plan_stack.msg import Observation
-    from plan_stack.ros import conventions
+    from plan_stack.ros.lifecycle import ros_session
+    from plan_stack.ros.qos import RELIABLE_QOS
     from plan_stack.ros.time import stamp_to_s
 
     w0, w1 = args.t0 + args.warmup, args.t0 + args.duration
@@ -134,9 +135,9 @@ def role_collect(args) -> int:
                          ticks=sorted({tick_of(s, RATE_HZ) for s in stamps}), skew_ms=msg.max_skew * 1e3,
                          joint_err=jerr))
 
-    with conventions.ros_session():
+    with ros_session():
         node = rclpy.create_node("ingest_bench_collector")
-        node.create_subscription(Observation, "observation", on_obs, conventions.RELIABLE_QOS)
+        node.create_subscription(Observation, "observation", on_obs, RELIABLE_QOS)
         while time.time() < w1 + 1.5:
             rclpy.spin_once(node, timeout_sec=0.05)
         node.destroy_node()

@@ -77,12 +77,13 @@ def _random_model(args, workdir):
     from plan_stack.planning.drafter import new_drafter
     from plan_stack.planning.model_dir import save_planner_model
     from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.tool_call import tool_call_text
 
     target = tiny_target("vl", seed=0, **SIZES[args.size])
     torch.manual_seed(0)
     drafter = new_drafter(target)
     layout = L.make_layout(args.primitive, PRIMITIVES[args.primitive])
-    prefix = L.tool_call_text(layout.block_size) + layout.start_token
+    prefix = tool_call_text(layout.block_size) + layout.start_token
     n_prefix = len(target.tokenizer.encode(prefix, add_special_tokens=False))
     cameras = [f"cam{i}" for i in range(args.cameras)]
     manifest = {"cameras": cameras, "image_size": [args.image, args.image], "history_frames": args.window,
@@ -129,7 +130,7 @@ def _rows(name, load, prefix, args):
                 outs.append(out)
         print(f"# {name}: round {r + 1}/{rounds}", file=sys.stderr)
     rows = []
-    for decoder, streaming, rt, outs in configs:
+    for decoder, streaming, _rt, outs in configs:
         med = lambda a: statistics.median(getattr(o, a) for o in outs)  # noqa: E731
         totals = sorted(o.total_ms for o in outs)
         rows.append(dict(

@@ -11,7 +11,8 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

@@ -52,6 +52,8 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
+from report import add_json_option, report  # noqa: E402  bench/report.py: shared table + JSON output
+
 from plan_stack.actions.data import split_episodes, synthetic_episodes  # noqa: E402
 from plan_stack.actions.head import HeadConfig, load_checkpoint  # noqa: E402
 from plan_stack.actions.offline import rollout, seam_metrics  # noqa: E402
@@ -59,11 +61,10 @@ from plan_stack.actions.policy import ChunkPolicy  # noqa: E402
 from plan_stack.actions.train import TrainConfig, train  # noqa: E402
 from plan_stack.trajectory.config import StitcherConfig  # noqa: E402
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher  # noqa: E402
-from report import add_json_option, report  # noqa: E402  bench/report.py: shared table + JSON output
 
 METHODS = ("naive", "hard_prefix", "training_time", "test_time_vjp", "test_time_direct")
-COLUMNS = ("method", "stage", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse", "inference_ms",
-           "vel_ratio", "tracking_change", "success_rate")
+COLUMNS = ("method", "stage", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse",
+           "inference_ms", "vel_ratio", "tracking_change", "success_rate")
 
 
 def _episodes(args):

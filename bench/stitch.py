@@ -33,11 +33,11 @@ import sys
 import time
 
 import numpy as np
+import stitch_binding  # bench/stitch_binding.py: workloads where bounds bind, the reference design rebuilt
+from report import add_json_option, report, write_json  # bench/report.py: shared table + JSON output
 
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
-import stitch_binding  # bench/stitch_binding.py: workloads where bounds bind, the reference design rebuilt
-from report import add_json_option, report, write_json  # bench/report.py: shared table + JSON output
 
 COLUMNS = ["backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "min_ms", "rms_error", "max_v_ratio",
            "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "violations", "fallbacks",

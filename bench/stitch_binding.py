@@ -150,7 +150,7 @@ class ReferenceOsqp:
                 cols += [base + k + 1, base + k, der + k]
                 vals += [1.0, -1.0, -DT]
                 r += 1
-        for i, base in enumerate((iq, iv, ia)):  # start state
+        for base in (iq, iv, ia):  # start state
             rows.append(r), cols.append(base), vals.append(1.0)
             r += 1
         n_eq = r
@@ -301,7 +301,7 @@ def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> l
     cases = [BindingCase(w, b, d, H, seed) for d in dofs for w in workloads for b in backends]
     for case in cases:
         case.run(max(2, warmup if case.backend not in SLOW_BACKENDS else 2), record=False)
-    for k in range(rounds):
+    for _ in range(rounds):
         for case in cases:
             n = max(1, round(reps * SLOW_BACKENDS.get(case.backend, 1.0) / rounds))
             case.run(n)
@@ -334,9 +334,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
 
     from plan_stack.msg import ActionChunk
     from plan_stack.robot_config import load_robot_config
-    from plan_stack.ros import conventions
+    from plan_stack.ros.lifecycle import executor_for
+    from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import ros_context
-    from plan_stack.trajectory.node import StitcherNode, trajectory_to_msg
+    from plan_stack.trajectory.stitcher_node import StitcherNode, trajectory_to_msg
 
     spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
     params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}
@@ -354,10 +355,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     with ros_context() as ctx:
         node = StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
         peer = rclpy.create_node("dds_bench_peer", context=ctx)
-        pub = peer.create_publisher(ActionChunk, "action_chunk", conventions.RELIABLE_QOS)
-        js = peer.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        pub = peer.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
+        js = peer.create_publisher(JointState, "joint_states", SENSOR_QOS)
         peer.create_subscription(JointTrajectory, "trajectory", lambda m: got.append(time.perf_counter()),
-                                 conventions.RELIABLE_QOS)
+                                 RELIABLE_QOS)
         solve_ms: list[float] = []
         orig = node.stitcher.process
 
@@ -380,7 +381,7 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
                 pass
 
         for n in (node, peer):
-            ex = conventions.executor_for(n)
+            ex = executor_for(n)
             ex.add_node(n)
             executors.append(ex)
             threads.append(threading.Thread(target=spin, args=(ex,), daemon=True))

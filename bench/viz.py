@@ -29,7 +29,6 @@ import sys
 import time
 
 import numpy as np
-
 from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 
@@ -81,9 +80,9 @@ def main(argv=None) -> int:
     from visualization_msgs.msg import MarkerArray
 
     from plan_stack.msg import Observation
-    from plan_stack.ros.conventions import RELIABLE_QOS
+    from plan_stack.ros.qos import RELIABLE_QOS
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
-    from plan_stack.viz.node import VizNode
+    from plan_stack.viz.viz_node import VizNode
 
     plan, obs = _messages(args.waypoints, args.size, np.random.default_rng(args.seed))
     raw_obs = serialize_message(obs)

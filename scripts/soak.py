@@ -7,7 +7,8 @@ publishes one fixed set (seeded, `--plan-features-hz` > 0, stamped with sim time
 stops early on a slow machine and reports what was measured. Samples every node
 process's RSS (/proc) each `--sample-s` of sim time; after `--warmup-s` the RSS of each node may grow
 at most `--max-rss-growth` (fraction); diagnostics rates per node are compared between the first and
-second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table; `--json PATH` writes the rows. Exit status 1 when
+second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table;
+`--json PATH` writes the rows. Exit status 1 when
 a node died, reported ERROR, or grew beyond the limit. Not part of `make test` (`make soak`).
 """
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     from rosgraph_msgs.msg import Clock
 
     from plan_stack.msg import PlanFeatures
-    from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, ros_session
+    from plan_stack.ros.lifecycle import ros_session
+    from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS
     from plan_stack.ros.time import s_to_stamp, stamp_to_s
 
     up = subprocess.Popen([sys.executable, "-m", "plan_stack.bringup", args.robot, "--processes"])

@@ -173,7 +173,7 @@ def test_real_robot_bridge_runs_on_wall_time_without_a_clock():
     """aloha_real: no simulator, no /clock; the bridge's timers still fire (diagnostics flow)."""
     from diagnostic_msgs.msg import DiagnosticArray
 
-    from plan_stack.ros.conventions import DIAGNOSTICS_QOS
+    from plan_stack.ros.qos import DIAGNOSTICS_QOS
 
     proc = subprocess.Popen([sys.executable, "-m", "plan_stack.cli", "up", "aloha_real", "--only", "aloha_bridge"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -119,7 +119,7 @@ def test_written_parameter_file_is_read_by_rcl_for_the_node(tmp_path):
     """`--params-file` with a file from `plan-stack params`: rcl parses it and the node takes its values."""
     from plan_stack.robot_config import ros_parameter_files
     from plan_stack.ros.testing import ros_context
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     path = _write(tmp_path, "nodes:\n  arm_stitcher:\n    executable: stitcher\n"
                             "    parameters: {joint_names: [a, b], v_max: 2, a_max: [1, 2.5], stitch_len: 4}\n")

@@ -28,7 +28,7 @@ def test_wheel_has_library_entry_points_and_configs(tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
-    assert "plan_stack/config.py" in names and "plan_stack/ros/conventions.py" in names
+    assert "plan_stack/config.py" in names and "plan_stack/ros/params.py" in names
     assert any(n.endswith("data/share/plan_stack/config/aloha.yaml") for n in names)
     for name, target in {**NODES, **COMMANDS}.items():
         assert f"{name} = {target}" in entry_points

@@ -83,7 +83,7 @@ def node_factory(spec: NodeSpec):
 
 
 def _run_in_process(specs: list[NodeSpec], threads: int | None) -> int:
-    from plan_stack.ros.conventions import run_nodes
+    from plan_stack.ros.lifecycle import run_nodes
 
     return run_nodes([node_factory(s) for s in specs], threads=threads)
 

@@ -6,7 +6,7 @@ and whether the value sizes buffers (read-only). The same metadata drives
 
 * `validate(cfg)`, called from the dataclass's `__post_init__`, so a bad value
   fails identically from Python, from a test and from `config/*.yaml`;
-* the ROS parameter descriptors built by `plan_stack.ros.conventions`, so a
+* the ROS parameter descriptors built by `plan_stack.ros.params`, so a
   node declares exactly its config's fields and fails at start-up with the
   dataclass's message naming the parameter.
 
@@ -19,8 +19,9 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import MISSING
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["ConfigError", "ParamInfo", "param", "validate", "field_kinds", "from_mapping"]
 

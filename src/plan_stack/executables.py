@@ -6,7 +6,10 @@ the bring-up into node classes. Run as a script it prints the table for CMake,
 so it must not import anything from plan_stack.
 
 A node's module provides `main()` (standalone process) and the class named in
-NODE_CLASSES (bring-up in one process).
+NODE_CLASSES (bring-up in one process). Its file is named after the executable:
+`<package>/<executable>_node.py` (`ingest` -> `ingest/ingest_node.py`), and a
+robot's `<robot>_<role>` executables live in `embodiments/<robot>/<role>_node.py`
+(the folder names the robot, so every robot folder has the same file names).
 """
 from __future__ import annotations
 
@@ -22,11 +25,11 @@ NODES: dict[str, str] = {
     "drive_bridge": "plan_stack.embodiments.drive.bridge_node:main",
     "franka_sim": "plan_stack.embodiments.franka.sim_node:main",
     "franka_bridge": "plan_stack.embodiments.franka.bridge_node:main",
-    "ingest": "plan_stack.ingest.node:main",
-    "stitcher": "plan_stack.trajectory.node:main",
-    "chunker": "plan_stack.actions.node:main",
-    "planner": "plan_stack.planning.node:main",
-    "viz": "plan_stack.viz.node:main",
+    "ingest": "plan_stack.ingest.ingest_node:main",
+    "stitcher": "plan_stack.trajectory.stitcher_node:main",
+    "chunker": "plan_stack.actions.chunker_node:main",
+    "planner": "plan_stack.planning.planner_node:main",
+    "viz": "plan_stack.viz.viz_node:main",
 }
 
 # Node classes for in-process bring-up, keyed like NODES.
@@ -37,11 +40,11 @@ NODE_CLASSES: dict[str, str] = {
     "drive_bridge": "plan_stack.embodiments.drive.bridge_node:DriveBridgeNode",
     "franka_sim": "plan_stack.embodiments.franka.sim_node:FrankaSimNode",
     "franka_bridge": "plan_stack.embodiments.franka.bridge_node:FrankaBridgeNode",
-    "ingest": "plan_stack.ingest.node:IngestNode",
-    "stitcher": "plan_stack.trajectory.node:StitcherNode",
-    "chunker": "plan_stack.actions.node:ChunkerNode",
-    "planner": "plan_stack.planning.node:PlannerNode",
-    "viz": "plan_stack.viz.node:VizNode",
+    "ingest": "plan_stack.ingest.ingest_node:IngestNode",
+    "stitcher": "plan_stack.trajectory.stitcher_node:StitcherNode",
+    "chunker": "plan_stack.actions.chunker_node:ChunkerNode",
+    "planner": "plan_stack.planning.planner_node:PlannerNode",
+    "viz": "plan_stack.viz.viz_node:VizNode",
 }
 
 # Commands installed to bin/.

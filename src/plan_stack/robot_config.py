@@ -134,7 +134,8 @@ def ros_parameter_files(cfg: RobotConfig, out_dir: str | os.PathLike) -> list[Pa
         path = out / f"{spec.name}.yaml"
         body = {f"/{spec.name}": {"ros__parameters": dict(spec.parameters)}}
         header = (f"# {spec.name} ({spec.executable}) from {cfg.path.name}: "
-                  f"ros2 run plan_stack {spec.executable} --ros-args -r __node:={spec.name} --params-file {path.name}\n")
+                  f"ros2 run plan_stack {spec.executable} --ros-args -r __node:={spec.name} "
+                  f"--params-file {path.name}\n")
         path.write_text(header + yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=120))
         written.append(path)
     return written

@@ -11,10 +11,11 @@ from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
+from plan_stack.actions.chunker_node import ChunkerNode
 from plan_stack.actions.head import FlowHead, HeadConfig, save_checkpoint
-from plan_stack.actions.node import ChunkerNode
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
-from plan_stack.ros.conventions import LATCHED_QOS, ParameterError, RELIABLE_QOS
+from plan_stack.ros.params import ParameterError
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 pytestmark = pytest.mark.ros

@@ -11,7 +11,7 @@ import torch
 from plan_stack.actions.errors import ActionsError, CheckpointError
 from plan_stack.actions.head import FlowHead, HeadConfig, Normaliser, load_checkpoint, save_checkpoint
 from plan_stack.actions.policy import ChunkPolicy
-from plan_stack.actions.rtc import Method, RtcConfig, RtcRuntime
+from plan_stack.actions.rtc.runtime import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError
 
 CFG = HeadConfig(action_dim=3, state_dim=3, horizon=8, cond_width=5, width=16, layers=2, heads=2, num_steps=4)

@@ -8,7 +8,7 @@ import torch
 from plan_stack.actions.data import synthetic_episodes
 from plan_stack.actions.head import HeadConfig, load_checkpoint
 from plan_stack.actions.policy import ChunkPolicy
-from plan_stack.actions.rtc import RtcConfig, RtcRuntime
+from plan_stack.actions.rtc.runtime import RtcConfig, RtcRuntime
 from plan_stack.actions.train import TrainConfig, train
 
 H, D, S, DELAY = 16, 3, 6, 4

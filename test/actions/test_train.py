@@ -70,7 +70,8 @@ def test_resume_refuses_a_different_setup_and_data_mismatch(episodes, tmp_path):
 
 
 def test_resume_refuses_other_data_unless_forced(episodes, tmp_path):
-    train(HEAD, _cfg(steps=2, log_every=1), *episodes, str(tmp_path), log=lambda s: None, meta={"data": {"sha256": "a"}})
+    train(HEAD, _cfg(steps=2, log_every=1), *episodes, str(tmp_path), log=lambda s: None,
+          meta={"data": {"sha256": "a"}})
     with pytest.raises(CheckpointError, match="other data"):
         train(HEAD, _cfg(steps=4, log_every=1), *episodes, str(tmp_path), log=lambda s: None,
               meta={"data": {"sha256": "b"}})

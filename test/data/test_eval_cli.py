@@ -1,9 +1,9 @@
-"""`plan-stack eval-plans` on the shipped ALOHA model: it loads, produces valid plans, and the table has every column."""
+"""`plan-stack eval-plans` on the shipped ALOHA model: it loads, produces valid plans, and the table has
+every column."""
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from plan_stack.cli import main as cli_main

@@ -6,7 +6,9 @@ import pytest
 
 from plan_stack.data.episodes import ROBOTS, Keyframe
 from plan_stack.data.samples import fit_ranges, make_sample, primitives_of, response_tokens
-from plan_stack.planning import layouts as L
+from plan_stack.planning.fields import tokens_to_fields
+from plan_stack.planning.quantisation import merge_ranges
+from plan_stack.planning.tool_call import tool_call_text
 
 
 def _kf(offset=0.0, boxes=None):
@@ -28,8 +30,8 @@ def test_aloha_response_is_text_tool_call_block_eos(tiny_model):
     assert ids[-1] == tok.eos_token_id
     assert ids[start] == tiny_model.target.vocab[layout.start_token]
     text = tok.decode(ids[:start])
-    assert text.startswith("reach for the cube. ") and text.endswith(L.tool_call_text(layout.block_size))
-    fields = L.tokens_to_fields(tiny_model.target.vocab, layout, ids[start:start + layout.block_size], (32, 32),
+    assert text.startswith("reach for the cube. ") and text.endswith(tool_call_text(layout.block_size))
+    fields = tokens_to_fields(tiny_model.target.vocab, layout, ids[start:start + layout.block_size], (32, 32),
                                 ranges=tiny_model.ranges)
     # 1000 bins over 1 m (x): 1 mm steps, so the round trip is within half a bin
     np.testing.assert_allclose(np.array(fields[0].points), kf.points[0], atol=0.0006)
@@ -47,9 +49,9 @@ def test_franka_response_has_the_box_before_the_trajectory(tiny_model):
     assert [layout.kind for layout, _ in prims] == ["box", "robot_2d3d"]
     ids, spans = response_tokens(tiny_model.target, kf, spec, tiny_model.ranges)
     assert [s[1].kind for s in spans] == ["box", "robot_2d3d"]
-    box = L.tokens_to_fields(tiny_model.target.vocab, spans[0][1], ids[spans[0][0]:spans[0][0] + 6], (32, 32))
+    box = tokens_to_fields(tiny_model.target.vocab, spans[0][1], ids[spans[0][0]:spans[0][0] + 6], (32, 32))
     np.testing.assert_allclose(box[0].uv, (3, 4, 9, 12), atol=0.05)
-    traj = L.tokens_to_fields(tiny_model.target.vocab, spans[1][1], ids[spans[1][0]:spans[1][0] + spans[1][1].block_size],
+    traj = tokens_to_fields(tiny_model.target.vocab, spans[1][1], ids[spans[1][0]:spans[1][0] + spans[1][1].block_size],
                               (32, 32), ranges=tiny_model.ranges)
     assert np.isnan(traj[0].uv[0]) and traj[0].uv[2] == pytest.approx(kf.uv[0][1, 0], abs=0.05)
 
@@ -60,8 +62,9 @@ def test_fit_ranges_cover_the_data_with_margins():
     pts = np.concatenate([p for k in kfs for p in k.points])
     for i, axis in enumerate("xyz"):
         lo, hi = workspace["robot"][axis]
-        assert lo == pytest.approx(pts[:, i].min() - 0.05, abs=1e-4) and hi == pytest.approx(pts[:, i].max() + 0.05, abs=1e-4)
+        assert lo == pytest.approx(pts[:, i].min() - 0.05, abs=1e-4)
+        assert hi == pytest.approx(pts[:, i].max() + 0.05, abs=1e-4)
         rlo, rhi = ranges["robot"][axis]
         assert rlo <= lo - 0.05 + 1e-9 and rhi >= hi + 0.05 - 1e-9
         assert rlo / 0.05 == pytest.approx(round(rlo / 0.05)) and rhi / 0.05 == pytest.approx(round(rhi / 0.05))
-    L.merge_ranges(ranges)  # valid as a model's ranges
+    merge_ranges(ranges)  # valid as a model's ranges

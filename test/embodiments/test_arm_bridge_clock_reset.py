@@ -16,7 +16,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 
 from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode  # noqa: E402
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 
 

@@ -20,7 +20,7 @@ from sensor_msgs.msg import Image, JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 from plan_stack.embodiments.aloha.sim_node import AlohaSimNode  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 
 SIM_ONLY = """

@@ -100,13 +100,14 @@ def test_drafter_pass_parity_per_block_size_and_torch_fallback_counted(tmp_path,
 def test_vflash_decode_through_the_onnx_drafter_gives_the_same_plan(tmp_path, vl):
     from plan_stack.planning import layouts as L
     from plan_stack.planning.decoding import Decoder, DecoderConfig
+    from plan_stack.planning.tool_call import tool_call_text
 
     target, drafter = vl
     block = L.block_size_of("robot_2d3d", 4)
     E.write_manifest(tmp_path, E.export_drafter(drafter, [block, drafter.config.text_block], tmp_path), {})
     engine = EngineSet(tmp_path, "onnx", CPU).drafter(drafter)
     image = [np.random.default_rng(2).integers(0, 255, (64, 64, 3), dtype=np.uint8)]
-    prefix = L.tool_call_text(block) + "<robot_single_2d>"
+    prefix = tool_call_text(block) + "<robot_single_2d>"
     cfg = DecoderConfig(decoder="vflash", budget=block + 40)
     ref = Decoder(target, drafter, cfg).generate("plan", image, response_prefix=prefix)
     got = Decoder(target, engine, cfg).generate("plan", image, response_prefix=prefix)

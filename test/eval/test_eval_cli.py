@@ -41,11 +41,12 @@ def overrides(tmp_path_factory):
     from plan_stack.planning import layouts as L
     from plan_stack.planning import vocab as V
     from plan_stack.planning.tiny_models import make_model_dir
+    from plan_stack.planning.tool_call import tool_call_text
 
     root = tmp_path_factory.mktemp("models")
     target_hidden = 64
     make_model_dir(root / "planner", history_frames=1, budget=96, manifest={"cameras": ["cam_high"]})
-    prefix = L.tool_call_text(L.block_size_of("dual_3d", 10)) + V.ROBOT
+    prefix = tool_call_text(L.block_size_of("dual_3d", 10)) + V.ROBOT
     torch.manual_seed(0)
     head = FlowHead(HeadConfig(action_dim=14, state_dim=14, horizon=50, cond_width=target_hidden, width=16,
                                layers=1, heads=2, num_steps=2, dt_s=0.02))
@@ -120,7 +121,7 @@ def test_bags_that_cannot_be_evaluated_say_why(tmp_path, demo):
     mcap = next(broken.glob("*.mcap"))
     mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 3])  # truncated mid-file
     empty = tmp_path / "no_cameras"
-    from plan_stack.data.bag_writer import SplitBagWriter
+    from plan_stack.data.bags import SplitBagWriter
     from plan_stack.viz.bag import plan_typestore
 
     w = SplitBagWriter(empty, plan_typestore())

@@ -15,10 +15,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from plan_stack.embodiments.recording import read_bag
+from plan_stack.data.bags import read_bag
 from plan_stack.eval.record import wanted_topic
 from plan_stack.msg import VisualPlan
-from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.testing import executor_with, ros_context
 
 pytestmark = pytest.mark.ros

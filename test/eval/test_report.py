@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from plan_stack.data.bag_writer import SplitBagWriter
+from plan_stack.data.bags import SplitBagWriter
 from plan_stack.eval.report import aggregate, bag_report, compare_reports
 from plan_stack.viz.bag import plan_typestore
 

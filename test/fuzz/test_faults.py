@@ -6,7 +6,6 @@ bridges (test/embodiments/test_arm_bridge_clock_reset.py).
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -22,7 +21,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 from plan_stack.ros.time import duration_to_s, ns_to_stamp, stamp_to_s  # noqa: E402
 
@@ -33,8 +32,8 @@ MAX_PLAN_AGE_S = 1.0
 
 
 def test_stalled_planner_stops_chunks_and_trajectories_instead_of_extrapolating():
-    from plan_stack.actions.node import ChunkerNode
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.actions.chunker_node import ChunkerNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     with ros_context() as ctx:
         chunker = ChunkerNode(context=ctx, parameter_overrides=[
@@ -43,7 +42,8 @@ def test_stalled_planner_stops_chunks_and_trajectories_instead_of_extrapolating(
             Parameter("torch_threads", value=1)])
         stitcher = StitcherNode(context=ctx, parameter_overrides=[
             Parameter("joint_names", value=JOINTS), Parameter("initial_state", value="chunk"),
-            Parameter("backend", value="ruckig"), Parameter("discrete_joints", value=["left_gripper", "right_gripper"])])
+            Parameter("backend", value="ruckig"),
+            Parameter("discrete_joints", value=["left_gripper", "right_gripper"])])
         probe = Node("planner_stand_in", context=ctx)
         plans = probe.create_publisher(PlanFeatures, "plan_features", RELIABLE_QOS)
         observations = probe.create_publisher(Observation, "observation", RELIABLE_QOS)

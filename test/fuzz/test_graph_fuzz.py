@@ -24,7 +24,8 @@ import math
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,8 +52,9 @@ from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from plan_stack.action import ExecuteTrajectory, PlanRequest  # noqa: E402
 from plan_stack.msg import ActionChunk, DriveTrajectory, Observation, PlanFeatures, Primitive, VisualPlan  # noqa: E402
-from plan_stack.ros import conventions  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.diagnostics import Diagnostics  # noqa: E402
+from plan_stack.ros.lifecycle import executor_for  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import ros_context  # noqa: E402
 from plan_stack.ros.time import ns_to_stamp, s_to_duration  # noqa: E402
 
@@ -371,7 +373,7 @@ class Input:
     """One fuzzed input: a topic (`msg_type` + `qos`) or an action (`action_type`)."""
 
     name: str
-    strategy: Callable[["Graph"], st.SearchStrategy]
+    strategy: Callable[[Graph], st.SearchStrategy]
     msg_type: Any = None
     qos: Any = None
     action_type: Any = None
@@ -386,9 +388,9 @@ class Entry:
     inputs: list[Input]
     reporter: dict[str, str]  # input name -> node whose diagnostics must show the rejection
     quiet: list[tuple[str, Any, Any]]  # outputs that bad input must not produce (topic, type, qos)
-    ready: Callable[["Graph"], bool]  # the graph is up (e.g. joint states flowing)
-    valid: Callable[["Graph"], None]  # sends valid input; asserts it is served
-    motion: Callable[["Graph"], float] | None = None  # how far the robot moved since `mark_still` (rad)
+    ready: Callable[[Graph], bool]  # the graph is up (e.g. joint states flowing)
+    valid: Callable[[Graph], None]  # sends valid input; asserts it is served
+    motion: Callable[[Graph], float] | None = None  # how far the robot moved since `mark_still` (rad)
     clock_node: int = 0  # index of the node whose ROS time stamps are relative to
 
 
@@ -402,7 +404,7 @@ class Graph:
         self.fuzzed_states: set[tuple] = set()  # positions of the fuzzer's own joint_states (not the robot's)
         self.reports: dict[str, int] = {}  # node name -> WARN/ERROR reports published at once (now=True)
         for node in self.nodes:
-            for diag in {id(v): v for v in vars(node).values() if isinstance(v, conventions.Diagnostics)}.values():
+            for diag in {id(v): v for v in vars(node).values() if isinstance(v, Diagnostics)}.values():
                 self._count_reports(node.get_name(), diag)
         self.probe = Node("fuzzer", context=ctx)
         self.problems: list[DiagnosticStatus] = []
@@ -417,7 +419,7 @@ class Graph:
                      for i in entry.inputs if i.msg_type is not None}
         self.actions = {i.name: ActionClient(self.probe, i.action_type, i.name)
                         for i in entry.inputs if i.action_type is not None}
-        self.executors = [conventions.executor_for(n) for n in self.nodes] + [SingleThreadedExecutor(context=ctx)]
+        self.executors = [executor_for(n) for n in self.nodes] + [SingleThreadedExecutor(context=ctx)]
         self.threads = []
         for node, ex in zip(self.nodes + [self.probe], self.executors):
             ex.add_node(node)
@@ -572,7 +574,7 @@ def _aloha_valid(g: Graph) -> None:
 
 
 def _stitcher_start(ctx):
-    from plan_stack.trajectory.node import StitcherNode
+    from plan_stack.trajectory.stitcher_node import StitcherNode
 
     return [StitcherNode(context=ctx, parameter_overrides=[
         Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value="chunk"),
@@ -596,7 +598,7 @@ ALOHA_JOINTS = ("left_waist", "left_shoulder", "left_elbow", "left_forearm_roll"
 
 
 def _chunker_start(ctx):
-    from plan_stack.actions.node import ChunkerNode
+    from plan_stack.actions.chunker_node import ChunkerNode
 
     return [ChunkerNode(context=ctx, parameter_overrides=[
         Parameter("checkpoint", value="aloha/action_head/rtc"), Parameter("joint_names", value=list(ALOHA_JOINTS)),
@@ -626,7 +628,7 @@ INGEST_JOINTS = ("j0", "j1")
 
 
 def _ingest_start(ctx):
-    from plan_stack.ingest.node import IngestNode
+    from plan_stack.ingest.ingest_node import IngestNode
 
     return [IngestNode(context=ctx, parameter_overrides=[
         Parameter("camera_names", value=[INGEST_CAMERA]), Parameter("joint_names", value=list(INGEST_JOINTS)),
@@ -757,7 +759,7 @@ def _drive_valid(g: Graph) -> None:
 
 
 def _planner_start(ctx):
-    from plan_stack.planning.node import PlannerNode
+    from plan_stack.planning.planner_node import PlannerNode
     from plan_stack.planning.tiny_models import PREFIX, make_model_dir
 
     path = make_model_dir(f"{tempfile.mkdtemp(prefix='fuzz_planner_')}/m", budget=40)
@@ -800,7 +802,7 @@ VIZ_CAMERA = "cam"
 
 
 def _viz_start(ctx):
-    from plan_stack.viz.node import VizNode
+    from plan_stack.viz.viz_node import VizNode
 
     return [VizNode(context=ctx, parameter_overrides=[
         Parameter("overlay_camera", value=VIZ_CAMERA), Parameter("watcher_check_period", value=0.1)])]

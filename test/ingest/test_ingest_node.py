@@ -16,12 +16,12 @@ from rclpy.parameter import Parameter
 from sensor_msgs.msg import CompressedImage, Image, JointState
 from std_msgs.msg import String
 
-from plan_stack.ingest.node import IngestNode
+from plan_stack.ingest.ingest_node import IngestNode
 from plan_stack.ingest.synthetic import joint_positions, tick_of
 from plan_stack.msg import Observation
-from plan_stack.ros import conventions
-from plan_stack.ros.conventions import ParameterError
 from plan_stack.ros.image import image_to_numpy, numpy_to_image
+from plan_stack.ros.params import ParameterError
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 pytestmark = pytest.mark.ros
@@ -39,8 +39,8 @@ class Collector:
         self.diag: list[DiagnosticStatus] = []
         self.diag_streaming: list[DiagnosticStatus] = []  # received while observations flow (> 1 period in)
         self.source_done = False
-        node.create_subscription(Observation, "observation", self.obs.append, conventions.RELIABLE_QOS)
-        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, conventions.DIAGNOSTICS_QOS)
+        node.create_subscription(Observation, "observation", self.obs.append, RELIABLE_QOS)
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, DIAGNOSTICS_QOS)
 
     def _on_diag(self, msg):
         self.diag.extend(msg.status)
@@ -134,10 +134,10 @@ class Rig:
         import rclpy
         self.node = rclpy.create_node("rig", context=ctx)
         self.ingest = node
-        self.cams = {c: self.node.create_publisher(Image, f"cameras/{c}/image_raw", conventions.SENSOR_QOS)
+        self.cams = {c: self.node.create_publisher(Image, f"cameras/{c}/image_raw", SENSOR_QOS)
                      for c in cameras}
-        self.joints = self.node.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
-        self.instruction = self.node.create_publisher(String, "instruction", conventions.LATCHED_QOS)
+        self.joints = self.node.create_publisher(JointState, "joint_states", SENSOR_QOS)
+        self.instruction = self.node.create_publisher(String, "instruction", LATCHED_QOS)
         self.image = numpy_to_image(np.full((12, 16, 3), 80, np.uint8), "rgb8")
 
     def connected(self) -> bool:
@@ -212,7 +212,8 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
             rig.instruction.publish(String(data="pick up the cube"))
             deadline = time.time() + 60.0
             while time.time() < deadline and not (
-                    col.obs[-1].instruction == "pick up the cube" and col.statuses("joint_states", DiagnosticStatus.WARN)
+                    col.obs[-1].instruction == "pick up the cube"
+                    and col.statuses("joint_states", DiagnosticStatus.WARN)
                     and col.statuses("camera a", DiagnosticStatus.WARN)):
                 # best effort may lose a single message on a busy machine: repeat the bad inputs
                 rig.joint(time.time(), value=math.nan)
@@ -261,7 +262,7 @@ def test_compressed_frames_and_bad_parameters():
         import rclpy
         peer = rclpy.create_node("peer", context=ctx)
         col = Collector(peer)
-        pub = peer.create_publisher(CompressedImage, "cameras/c/image_raw/compressed", conventions.SENSOR_QOS)
+        pub = peer.create_publisher(CompressedImage, "cameras/c/image_raw/compressed", SENSOR_QOS)
         rgb = np.zeros((40, 80, 3), np.uint8)
         rgb[..., 2] = 255  # blue
         png = cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes()
@@ -288,7 +289,7 @@ def test_sim_time_and_a_simulator_reset():
                        diagnostics_period=0.1, use_sim_time=True)
         rig = Rig(ctx, ["a", "b"], node)
         col = Collector(rig.node)
-        clock = rig.node.create_publisher(Clock, "/clock", conventions.RELIABLE_QOS)
+        clock = rig.node.create_publisher(Clock, "/clock", RELIABLE_QOS)
         with executor_with(ctx, node, rig.node) as ex:
             assert spin_until(ex, lambda: rig.connected() and clock.get_subscription_count(), 10.0)
 

@@ -41,3 +41,67 @@ def small_drafter():
         return new_drafter(target, width=32, layers=2, heads=2, kv_heads=1, head_dim=16, intermediate=64)
 
     return make
+
+
+# The coordinate vocabulary and its token sets (layouts, grammar, selection, fields tests).
+@pytest.fixture(scope="session")
+def tok():
+    from plan_stack.planning import vocab as V
+
+    return V.build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def vocab(tok):
+    from plan_stack.planning import vocab as V
+
+    return V.Vocab.from_tokenizer(tok)
+
+
+@pytest.fixture(scope="session")
+def sets(vocab):
+    from plan_stack.planning.grammar import TokenSets
+
+    return TokenSets(vocab)
+
+
+#: image size (width, height) of the layout tests' pixel fields
+IMAGE = (640, 480)
+
+
+@pytest.fixture(scope="session")
+def random_fields():
+    """`f(kind, P, rng)` -> random PrimitiveFields of a layout kind (2D pairs sometimes out of frame)."""
+    return _random_fields
+
+
+def _random_fields(kind, p, rng):
+    from plan_stack.planning.fields import PrimitiveFields
+    from plan_stack.planning.layouts import KINDS
+    from plan_stack.planning.quantisation import RANGES
+
+    parts, arms, msg_kind = KINDS[kind]
+    out = []
+    for _ in range(arms):
+        has_2d = any(pt.space == "image" for pt in parts)
+        uv, pts = (), ()
+        if kind == "box":
+            u1, u2 = sorted(rng.uniform(0, IMAGE[0]) for _ in range(2))
+            v1, v2 = sorted(rng.uniform(0, IMAGE[1]) for _ in range(2))
+            uv = (u1, v1, u2, v2)
+        else:
+            space = parts[-1].space
+            rx, ry = RANGES[space]["x"], RANGES[space]["y"]
+            rz = RANGES[space].get("z", (0.0, 0.0))
+            pts = tuple((rng.uniform(*rx), rng.uniform(*ry), rng.uniform(*rz) if space == "robot" else 0.0)
+                        for _ in range(p))
+            if has_2d:
+                vals = []
+                for _ in range(p):
+                    if rng.random() < 0.2:
+                        vals += [float("nan"), float("nan")]
+                    else:
+                        vals += [rng.uniform(0, IMAGE[0] - 1), rng.uniform(0, IMAGE[1] - 1)]
+                uv = tuple(vals)
+        out.append(PrimitiveFields(kind=msg_kind, points=pts, uv=uv))
+    return out

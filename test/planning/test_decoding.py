@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from plan_stack.config import ConfigError
-from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.decoding import Decoder, DecoderConfig
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.grammar import check_block
 from plan_stack.planning.target import Prompt
+from plan_stack.planning.tool_call import tool_call_text
 
 IMAGE_SIZE = (64, 48)
 
@@ -112,7 +113,7 @@ def test_greedy_dflash_is_identical_to_ar_inside_primitives(text_target, vl_targ
     for tg, start, b in [(text_target, V.ROBOT_2D, 24), (vl_target, V.BOX, 6), (vl_target, V.DRIVE_2D, 20)]:
         dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60))
         prompt = tg.encode_prompt("plan", [_image(3)] if tg.is_vl else [])
-        prefix = L.tool_call_text(b) + start
+        prefix = tool_call_text(b) + start
         ar = dec.generate(prompt, decoder="ar", response_prefix=prefix, image_size=IMAGE_SIZE)
         df = dec.generate(prompt, decoder="dflash", response_prefix=prefix, image_size=IMAGE_SIZE)
         assert df.tokens == ar.tokens
@@ -155,7 +156,7 @@ def test_vflash_primitive_one_drafter_and_one_target_pass(vl_target, small_draft
     tg = vl_target
     dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=90))
     prompt = tg.encode_prompt("plan the gripper", [_image(5)])
-    prefix = L.tool_call_text(54) + V.ROBOT_2D
+    prefix = tool_call_text(54) + V.ROBOT_2D
     res = dec.generate(prompt, decoder="vflash", response_prefix=prefix)
     st = res.stats
     assert st.gate_accepted == 1 and st.gate_fallback == 0
@@ -166,7 +167,7 @@ def test_vflash_primitive_one_drafter_and_one_target_pass(vl_target, small_draft
     assert len(prim.points) == 10 and len(prim.uv) == 20 and prim.frame_id == "camera_optical_frame"
     assert res.features.shape == (54, tg.hidden_size)
     span = res.spans[0]
-    assert L.check_block(dec.sets, span.layout, res.tokens[span.start + 1:span.end + 1]) == 0
+    assert check_block(dec.sets, span.layout, res.tokens[span.start + 1:span.end + 1]) == 0
     # the same target pass emitted the next token: text continues with DFlash afterwards
     assert len(res.tokens) == 90 and res.stop_reason == "budget"
     # a budget that ends with the primitive still yields features for the whole block
@@ -182,10 +183,10 @@ def test_vflash_primitive_one_drafter_and_one_target_pass(vl_target, small_draft
 def test_vflash_dual_arm_and_drive(text_target, small_drafter):
     dec = Decoder(text_target, small_drafter(text_target), DecoderConfig(budget=140))
     prompt = text_target.encode_prompt("fold the shorts")
-    res = dec.generate(prompt, decoder="vflash", response_prefix=L.tool_call_text(108) + V.ROBOT_2D,
+    res = dec.generate(prompt, decoder="vflash", response_prefix=tool_call_text(108) + V.ROBOT_2D,
                        image_size=IMAGE_SIZE)
     assert [p.arm for p in res.primitives] == ["left", "right"] and res.stats.gate_accepted == 1
-    res = dec.generate(prompt, decoder="vflash", response_prefix=L.tool_call_text(84) + V.DRIVE_2D,
+    res = dec.generate(prompt, decoder="vflash", response_prefix=tool_call_text(84) + V.DRIVE_2D,
                        image_size=IMAGE_SIZE)
     (prim,) = res.primitives
     assert prim.kind == "drive_2d3d" and len(prim.points) == 20 and prim.horizon_s == 4.0
@@ -210,7 +211,7 @@ def test_invalid_drafts_take_the_documented_fallback(text_target, small_drafter,
         cfg = DecoderConfig(budget=50, box_guard=1.0)  # only the target's own argmax passes the guard
     drafter = RiggedDrafter(small_drafter(tg), b, forced)
     dec = Decoder(tg, drafter, cfg)
-    prefix = L.tool_call_text(b) + start
+    prefix = tool_call_text(b) + start
     res = dec.generate(prompt, decoder="vflash", response_prefix=prefix, image_size=IMAGE_SIZE)
     assert res.stats.gate_fallback == 1 and res.stats.gate_accepted == 0
     prim = res.primitives[0]
@@ -227,7 +228,7 @@ def test_invalid_drafts_take_the_documented_fallback(text_target, small_drafter,
     # the regenerated primitive is exactly what constrained AR writes from the kept prefix
     span = res.spans[0]
     assert res.tokens[:span.end + 1] == ar.tokens[:span.end + 1]
-    assert L.check_block(dec.sets, span.layout, res.tokens[span.start + 1:span.end + 1]) == 0
+    assert check_block(dec.sets, span.layout, res.tokens[span.start + 1:span.end + 1]) == 0
     assert span.start == n_prefix - 1
 
 
@@ -235,7 +236,7 @@ def test_invalid_drafts_take_the_documented_fallback(text_target, small_drafter,
 def test_bad_or_over_budget_block_sizes_are_rejected_before_drafting(text_target, small_drafter, declared, budget):
     tg = text_target
     start = V.BOX if declared == 6 else V.ROBOT_2D
-    prefix = ("<tool_call>{broken json</tool_call>" if declared == 6 else L.tool_call_text(declared)) + start
+    prefix = ("<tool_call>{broken json</tool_call>" if declared == 6 else tool_call_text(declared)) + start
     dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=budget))
     prompt = tg.encode_prompt("wipe the table")
     ar = dec.generate(prompt, decoder="ar", response_prefix=prefix, image_size=IMAGE_SIZE)
@@ -244,14 +245,14 @@ def test_bad_or_over_budget_block_sizes_are_rejected_before_drafting(text_target
     assert vf.stats.drafter_forwards_primitive == 0 and vf.stats.gate_accepted == vf.stats.gate_fallback == 0
     assert vf.tokens[:vf.spans[0].end + 1] == ar.tokens[:ar.spans[0].end + 1]
     span = vf.spans[0]
-    assert span.end < budget and L.check_block(dec.sets, span.layout, vf.tokens[span.start + 1:span.end + 1]) == 0
+    assert span.end < budget and check_block(dec.sets, span.layout, vf.tokens[span.start + 1:span.end + 1]) == 0
     assert vf.primitives and vf.primitives[0].block_size == span.layout.block_size
 
 
 def test_budget_too_small_for_any_primitive_is_a_clean_stop(text_target, small_drafter):
     tg = text_target
     dec = Decoder(tg, small_drafter(tg), DecoderConfig(budget=30))
-    prefix = tg.tokenizer.encode(L.tool_call_text(54) + V.ROBOT_2D)
+    prefix = tg.tokenizer.encode(tool_call_text(54) + V.ROBOT_2D)
     for mode in ("ar", "dflash", "vflash"):
         res = dec.generate(tg.encode_prompt("go"), decoder=mode, response_prefix=prefix, budget=len(prefix) + 3,
                            image_size=IMAGE_SIZE)
@@ -282,7 +283,7 @@ def test_plausibility_gate_falls_back_to_constrained_ar_and_counts(text_target, 
     constrained AR (same tokens as AR from there on), a loose one accepts it; both are counted."""
     tg = text_target
     prompt = tg.encode_prompt("plan the gripper")
-    prefix = L.tool_call_text(34) + V.ROBOT  # robot_3d, P = 10
+    prefix = tool_call_text(34) + V.ROBOT  # robot_3d, P = 10
     ranges = {"robot": {"x": [-1.0, 1.0], "y": [-1.0, 1.0], "z": [0.0, 2.0]}}
     tight = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60, gate_max_step_m=1e-4), ranges=ranges)
     ar = tight.generate(prompt, decoder="ar", response_prefix=prefix)

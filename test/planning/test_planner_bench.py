@@ -15,7 +15,8 @@ def test_planner_bench_runs_and_writes_its_rows(tmp_path):
     out = tmp_path / "planner.json"
     res = subprocess.run([sys.executable, str(BENCH), "--robot", str(tmp_path / "no_model"), "--size", "tiny",
                           "--primitive", "box", "--cameras", "1", "--image", "64", "--window", "2", "--steps", "1",
-                          "--warmup", "0", "--prefill-reps", "1", "--json", str(out)], capture_output=True, text=True, timeout=240,
+                          "--warmup", "0", "--prefill-reps", "1", "--json", str(out)],
+                         capture_output=True, text=True, timeout=240,
                          cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "shipped model skipped" in res.stdout

@@ -14,11 +14,12 @@ from sensor_msgs.msg import JointState
 
 from plan_stack.action import PlanRequest
 from plan_stack.msg import Observation, PlanFeatures, VisualPlan
-from plan_stack.planning.node import PlannerNode
+from plan_stack.planning.planner_node import PlannerNode
 from plan_stack.planning.tiny_models import BLOCK, CAMERAS, PREFIX, images, make_model_dir
 from plan_stack.ros.action_client import ActionCall, GoalRejected
-from plan_stack.ros.conventions import RELIABLE_QOS, ParameterError
 from plan_stack.ros.image import numpy_to_image
+from plan_stack.ros.params import ParameterError
+from plan_stack.ros.qos import RELIABLE_QOS
 from plan_stack.ros.testing import executor_with, ros_context
 
 pytestmark = pytest.mark.ros
@@ -253,7 +254,7 @@ def test_bad_model_dir_or_parameters_stop_the_node(tmp_path, model_dir):
 @pytest.mark.parametrize("robot, camera", [("aloha", "cam_high")])  # franka, drive: once their models exist
 def test_robot_configs_give_the_planner_valid_parameters(robot, camera):
     from plan_stack.config import from_mapping
-    from plan_stack.planning.node import PlannerNodeConfig
+    from plan_stack.planning.planner_node import PlannerNodeConfig
     from plan_stack.planning.runtime import RuntimeConfig
     from plan_stack.robot_config import load_robot_config
 

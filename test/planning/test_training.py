@@ -11,6 +11,7 @@ from plan_stack.planning import layouts as L
 from plan_stack.planning import training as TR
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.grammar import TokenSets, check_block
 
 
 def test_block_weights_follow_the_recipe(text_target):
@@ -50,7 +51,7 @@ def test_training_lowers_the_loss_and_resumes(vl_target, small_drafter, tmp_path
     samples = TR.synthetic_samples(vl_target, 6, kinds=("robot_2d3d", "box"), waypoints=3, seed=1)
     for s in samples:  # ground truth parses back through the layout
         start, lay = s.spans[0]
-        assert L.check_block(L.TokenSets(vl_target.vocab), lay, s.response[start + 1:start + lay.block_size]) == 0
+        assert check_block(TokenSets(vl_target.vocab), lay, s.response[start + 1:start + lay.block_size]) == 0
     d = small_drafter(vl_target, seed=4)
     cfg = TR.TrainConfig(steps=24, batch_size=3, lr=1e-2, max_text_anchors=4, checkpoint_every=12, seed=0)
     torch.manual_seed(0)

@@ -15,7 +15,8 @@ from rclpy.node import Node
 
 from plan_stack.action import ExecuteTrajectory, PlanRequest
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures, Primitive, VisualPlan
-from plan_stack.ros.conventions import RELIABLE_QOS, node_main
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.qos import RELIABLE_QOS
 
 MESSAGES = {"Observation": Observation, "Primitive": Primitive, "VisualPlan": VisualPlan,
             "PlanFeatures": PlanFeatures, "ActionChunk": ActionChunk}

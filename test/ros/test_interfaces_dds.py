@@ -20,8 +20,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from plan_stack.action import ExecuteTrajectory, PlanRequest
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures, Primitive, VisualPlan
 from plan_stack.ros.action_client import ActionCall, GoalRejected, ServerUnavailable
-from plan_stack.ros.conventions import RELIABLE_QOS
 from plan_stack.ros.image import image_to_numpy, numpy_to_image
+from plan_stack.ros.qos import RELIABLE_QOS
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 pytestmark = pytest.mark.ros

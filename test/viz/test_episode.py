@@ -6,7 +6,7 @@ import json
 import cv2
 import numpy as np
 
-from plan_stack.embodiments.annotation import Subtask
+from plan_stack.data.annotation import Subtask
 from plan_stack.viz.config import VizStyle
 from plan_stack.viz.episode import demo_plan_picture
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plan_stack.viz.config import VizStyle, to_rgb8
 from plan_stack.viz.overlay import draw_overlay

@@ -24,10 +24,10 @@ from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
 from plan_stack.embodiments.aloha.sim_node import AlohaSimNode  # noqa: E402
 from plan_stack.msg import Observation, Primitive, VisualPlan  # noqa: E402
-from plan_stack.ros.conventions import RELIABLE_QOS  # noqa: E402
 from plan_stack.ros.image import numpy_to_image  # noqa: E402
+from plan_stack.ros.qos import RELIABLE_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
-from plan_stack.viz.node import VizNode  # noqa: E402
+from plan_stack.viz.viz_node import VizNode  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
 

@@ -1,4 +1,4 @@
-"""Action chunks (DESIGN section 5), ROS-free: flow-matching action head,
+"""Action chunks, ROS-free: flow-matching action head,
 Real-Time Chunking (RTC), demonstrations and training. The chunker node
 (`node.py`) is the only module here that imports rclpy.
 

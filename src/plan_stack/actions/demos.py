@@ -27,7 +27,7 @@ import numpy as np
 
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import DatasetError
-from plan_stack.embodiments.recording import read_bag
+from plan_stack.data.bags import read_bag
 from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["COND_WIDTH", "text_features", "plan_tokens", "load_demo_dir", "load_episode"]

@@ -1,4 +1,4 @@
-"""Flow-matching action head: a small transformer over the H x D chunk (DESIGN section 5).
+"""Flow-matching action head: a small transformer over the H x D chunk.
 
 Tokens: one robot-state token followed by H action tokens (each: linear
 embedding of the noisy action + learned position + embedding of its own flow

@@ -13,14 +13,15 @@ to the expert's commands.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import RtcError
-from plan_stack.actions.rtc import RtcRequest, align_previous
+from plan_stack.actions.rtc.runtime import RtcRequest, align_previous
 
 __all__ = ["Sampler", "ChunkExecutor", "Rollout", "rollout", "seam_metrics"]
 
@@ -70,7 +71,9 @@ def rollout(policy: Sampler, episode: Episode, horizon: int, delay_steps: int, e
     executed = np.full((t_len, dim), np.nan)
     schedule = np.full((t_len, dim), np.nan)  # command due at each step, as known so far
     prev, prev_q = None, 0
-    seams, seam_pos, inf_ms = [], [], []
+    seams: list[int] = []
+    seam_pos: list[float] = []
+    inf_ms: list[float] = []
     for k in range(t_len):
         if k % s == 0:
             request, aligned = None, None

@@ -8,23 +8,16 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.actions.head import Context, FlowHead
-from plan_stack.actions.rtc import (
-    Guidance,
-    Method,
-    PrefixConditioning,
-    RtcRequest,
-    Schedule,
-    Unguided,
-    integrate,
-    prefix_weights,
-)
+from plan_stack.actions.rtc.guides import Guidance, PrefixConditioning, Schedule, Unguided, prefix_weights
+from plan_stack.actions.rtc.runtime import Method, RtcRequest
+from plan_stack.actions.rtc.sampling import integrate
 
 __all__ = ["ChunkResult", "ChunkPolicy"]
 

@@ -15,7 +15,8 @@ import json
 import math
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,7 +24,8 @@ import torch
 from plan_stack.actions.data import ChunkWindows, Episode
 from plan_stack.actions.errors import CheckpointError
 from plan_stack.actions.head import FlowHead, HeadConfig, load_checkpoint, save_checkpoint
-from plan_stack.actions.rtc import integrate, masked_flow_loss, sample_delays, training_time_inputs
+from plan_stack.actions.rtc.sampling import integrate
+from plan_stack.actions.rtc.training import masked_flow_loss, sample_delays, training_time_inputs
 from plan_stack.config import ConfigError, param, validate
 
 __all__ = ["TrainConfig", "TrainResult", "train", "evaluate"]
@@ -68,24 +70,25 @@ def _flow_times(b: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def _to_torch(batch: dict[str, np.ndarray], head: FlowHead) -> dict[str, torch.Tensor]:
-    n = head.normaliser
+    n, dev = head.normaliser, next(head.parameters()).device
     return {
-        "actions": n.norm("action", torch.from_numpy(batch["actions"]).float()),
-        "state": n.norm("state", torch.from_numpy(batch["state"]).float()),
-        "cond": n.norm("cond", torch.from_numpy(batch["cond"]).float()),
-        "cond_mask": torch.from_numpy(batch["cond_mask"]),
+        "actions": n.norm("action", torch.from_numpy(batch["actions"]).float().to(dev)),
+        "state": n.norm("state", torch.from_numpy(batch["state"]).float().to(dev)),
+        "cond": n.norm("cond", torch.from_numpy(batch["cond"]).float().to(dev)),
+        "cond_mask": torch.from_numpy(batch["cond_mask"]).to(dev),
     }
 
 
 def flow_loss(head: FlowHead, b: dict[str, torch.Tensor], gen: torch.Generator, rtc_max_delay: int = 0,
               rtc_distribution: str = "uniform", rtc_temperature: float = 1.0) -> torch.Tensor:
     a = b["actions"]
-    noise = torch.randn(a.shape, generator=gen)
-    t = _flow_times(a.shape[0], gen)
+    # Noise, times and delays come from the CPU generator on every device, so a seed means one run.
+    noise = torch.randn(a.shape, generator=gen).to(a.device)
+    t = _flow_times(a.shape[0], gen).to(a.device)
     if rtc_max_delay > 0:
-        delays = sample_delays(a.shape[0], rtc_max_delay, gen, rtc_distribution, rtc_temperature)
+        delays = sample_delays(a.shape[0], rtc_max_delay, gen, rtc_distribution, rtc_temperature).to(a.device)
     else:
-        delays = torch.zeros(a.shape[0], dtype=torch.long)
+        delays = torch.zeros(a.shape[0], dtype=torch.long, device=a.device)
     x_t, times, mask = training_time_inputs(a, noise, t, delays)
     v = head(x_t, times, b["state"], b["cond"], b["cond_mask"])
     return masked_flow_loss(v, a, noise, mask)
@@ -103,7 +106,7 @@ def evaluate(head: FlowHead, windows: ChunkWindows, n: int, seed: int = 1234, nu
         b = _to_torch(windows.batch(rows), head)
         loss = flow_loss(head, b, gen).item()
         ctx = head.encode(b["state"], b["cond"], b["cond_mask"])
-        noise = torch.randn(b["actions"].shape, generator=gen)
+        noise = torch.randn(b["actions"].shape, generator=gen).to(b["actions"].device)
         x = integrate(lambda x, t: head.velocity(x, t, ctx), noise, num_steps or head.cfg.num_steps)
         err = head.normaliser.denorm("action", x) - head.normaliser.denorm("action", b["actions"])
         rmse = err.pow(2).mean().sqrt().item()
@@ -162,7 +165,8 @@ def _data_summary(data: Any) -> str:
 
 def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval_eps: list[Episode],
           out_dir: str, resume: bool = True, log: Callable[[str], None] = print,
-          meta: dict[str, Any] | None = None, force_resume: bool = False) -> TrainResult:
+          meta: dict[str, Any] | None = None, force_resume: bool = False,
+          device: torch.device | str = "cpu") -> TrainResult:
     """Train (or resume) into `out_dir`; returns the final step's figures.
 
     Resuming requires the same head config and RTC setting, and the same
@@ -183,6 +187,7 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
     with torch.random.fork_rng():  # seeded initialisation without touching the caller's global RNG
         torch.manual_seed(cfg.seed)
         head = FlowHead(head_cfg)
+    head.to(device)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -195,7 +200,8 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
             raise CheckpointError(f"out_dir: {out_dir!r} holds a run with another head config or RTC setting; "
                                   "use a new directory or --fresh")
         if not force_resume and old_meta.get("data") != meta.get("data"):
-            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data ({_data_summary(old_meta.get('data'))}"
+            raise CheckpointError(f"out_dir: {out_dir!r} was trained on other data "
+                                  f"({_data_summary(old_meta.get('data'))}"
                                   f", now {_data_summary(meta.get('data'))}); use the same episodes, a new "
                                   "directory, --fresh, or --force-resume")
         head.load_state_dict(loaded.state_dict())

@@ -14,6 +14,7 @@ import shutil
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.config import ConfigError
+from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="resume even though the run in --out was trained on other data")
     parser.add_argument("--eval-fraction", type=float, default=0.2, help="episodes held out for evaluation")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    add_device_arguments(parser, dtype=False)
     parser.add_argument("--dt", type=float, default=0.02, help="control period of synthetic episodes (s)")
     from plan_stack.actions.head import HeadConfig
     from plan_stack.actions.train import TrainConfig
@@ -52,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.demos:
             from plan_stack.actions.demos import load_demo_dir
-
             from plan_stack.data.episodes import data_fingerprint
 
             episodes = load_demo_dir(args.demos)
@@ -73,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         res = train(head_cfg, train_cfg, train_eps, eval_eps, args.out,
                     meta={"data": {**source, "train": [x.name for x in train_eps],
                                    "eval": [x.name for x in eval_eps]}},
-                    force_resume=args.force_resume)
-    except (ActionsError, ConfigError) as exc:
+                    force_resume=args.force_resume, device=placement_from_args(args).device)
+    except (ActionsError, ConfigError, EngineError) as exc:
         print(f"train-action-head: {exc}")
         return 2
     print(f"done: step {res.step}, train loss {res.train_loss:.4f}, "

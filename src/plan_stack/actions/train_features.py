@@ -1,4 +1,4 @@
-"""Action-head episodes conditioned on the planner target's plan features (DESIGN section 9).
+"""Action-head episodes conditioned on the planner target's plan features.
 
 At run time the chunker receives `PlanFeatures`: the frozen target's last
 hidden states over the primitive tokens of the plan it just decoded. Here
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ def keyframe_features(model: Any, kf: Any, spec: Any) -> np.ndarray:
     out = model.target.prefill(dataclasses.replace(sample.prompt, input_ids=ids))
     plen = sample.prompt.input_ids.numel()
     rows = [plen + start + j for start, layout in sample.spans for j in range(layout.block_size)]
-    return out.last_hidden[rows].float().numpy()
+    return out.last_hidden[rows].float().cpu().numpy()
 
 
 def planner_feature_episodes(model: Any, demo_dir: str, spec: Any, progress: bool = False,

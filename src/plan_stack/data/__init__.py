@@ -5,5 +5,9 @@ JSON per episode) into keyframes: camera images as ingest produces them and
 the annotated plan; `samples` turns a keyframe into a prompt and a response
 (sub-task text, tool call, primitive blocks); `metrics` scores decoded plans
 against the annotation; `split` fixes which seeds train and which are held out;
-`bag_writer` writes rosbag2 (MCAP) bags in closed splits (`plan-stack record`).
+`bags` reads and writes rosbag2 (MCAP) bags (`read_bag`, the recorders'
+`BagWriter`, and `SplitBagWriter`, closed splits for `plan-stack record`);
+`recording` holds the options and helpers every robot's demonstration recorder
+shares; `annotation` the per-keyframe plan annotation (future tool paths,
+projected waypoints, object boxes, sub-tasks) the recorders write.
 """

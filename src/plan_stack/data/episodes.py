@@ -15,12 +15,12 @@ import glob
 import hashlib
 import json
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["RobotSpec", "ROBOTS", "Keyframe", "annotation_files", "load_keyframes", "load_episode_keyframes", "data_fingerprint",
-           "episode_seed"]
+__all__ = ["RobotSpec", "ROBOTS", "Keyframe", "annotation_files", "load_keyframes", "load_episode_keyframes",
+           "data_fingerprint", "episode_seed"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ def data_fingerprint(paths: Iterable[str | os.PathLike]) -> dict:
 
 
 def _bag_images(bag_dir: str, camera: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    from plan_stack.embodiments.recording import read_bag
+    from plan_stack.data.bags import read_bag
     from plan_stack.ingest.preprocess import to_rgb8
 
     topic = f"/cameras/{camera}/image_raw"

@@ -16,6 +16,8 @@ import json
 import os
 import sys
 
+from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", required=True, choices=("aloha", "franka", "drive"))
@@ -25,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--episodes", type=int, default=None, help="use only the first N episodes")
     parser.add_argument("--no-gate", action="store_true", help="VFlash with the schema-only gate (no geometry)")
+    add_device_arguments(parser)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1: measured ~18x faster than 2 on the shared 2-core machine)")
 
@@ -49,10 +52,17 @@ def run(args: argparse.Namespace) -> int:
     spec = ROBOTS[args.robot]
     try:
         path = args.model or str(find_data("models", args.robot))
-        model = load_planner_model(path)
+        placement = placement_from_args(args)
+        model = load_planner_model(path, dtype=placement.dtype)
+        model.target.model.to(placement.device)
+        if model.drafter is not None:
+            model.drafter.to(placement.device)
         if model.drafter is None and any(d != "ar" for d in decoders):
             raise PlanningError(f"{path}: no drafter/, only the ar decoder is available")
         keyframes = load_keyframes(args.demos, spec, model.image_size, limit=args.episodes, progress=True)
+    except EngineError as exc:
+        print(f"eval-plans: {exc}", file=sys.stderr)
+        return 2
     except (PlanningError, FileNotFoundError, ValueError) as exc:
         print(f"eval-plans: {exc}", file=sys.stderr)
         return 1
@@ -70,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     overlap = sorted(held.intersection(seeds))
     info = {"model": str(path), "demos": args.demos, "keyframes": len(keyframes), "episodes": len(seeds),
             "seeds": [seeds[0], seeds[-1]], "data": data_fingerprint([args.demos]),
-            "train_seed_overlap": len(overlap), "gate": "schema" if args.no_gate else "schema+geometry",
+            "train_seed_overlap": len(overlap), "device": str(placement.device),
+            "dtype": str(placement.dtype).removeprefix("torch."),
+            "gate": "schema" if args.no_gate else "schema+geometry",
             "decoder_config": dataclasses.asdict(model.decoder(cfg).config)}
     if overlap:
         print(f"eval-plans: WARNING: {len(overlap)} episode seeds were training seeds", file=sys.stderr)

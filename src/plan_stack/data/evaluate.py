@@ -12,7 +12,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ class Scorer:
         self.match = 0
         self.outliers = 0
         self.ms: dict[str, list[float]] = collections.defaultdict(list)
-        self.gate = collections.Counter()
+        self.gate: collections.Counter[str] = collections.Counter()
 
     def add(self, kf: Keyframe, pred: Prediction) -> None:
         self.n += 1

@@ -7,7 +7,7 @@ waypoint), so each arm of each keyframe weighs the same.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -13,30 +13,34 @@ Metric coordinates are quantised with the model's own ranges (`fit_ranges`).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from plan_stack.data.episodes import Keyframe, RobotSpec
 from plan_stack.planning import layouts as L
+from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
+from plan_stack.planning.quantisation import Ranges
+from plan_stack.planning.tool_call import tool_call_text
 
 __all__ = ["primitives_of", "response_tokens", "make_sample", "fit_ranges", "SPACE"]
 
 #: metric space and axes of each robot kind's 3D part
-SPACE = {"dual_3d": ("robot", ("x", "y", "z")), "dual_2d3d": ("robot", ("x", "y", "z")), "robot_2d3d": ("robot", ("x", "y", "z")),
-         "drive_2d3d": ("drive", ("x", "y"))}
+SPACE = {"dual_3d": ("robot", ("x", "y", "z")), "dual_2d3d": ("robot", ("x", "y", "z")),
+         "robot_2d3d": ("robot", ("x", "y", "z")), "drive_2d3d": ("drive", ("x", "y"))}
 
 
-def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[L.PrimitiveFields]]]:
+def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[PrimitiveFields]]]:
     """The ground-truth primitives of a keyframe in response order (layout, one field set per arm)."""
-    out: list[tuple[L.Layout, list[L.PrimitiveFields]]] = []
+    out: list[tuple[L.Layout, list[PrimitiveFields]]] = []
     for obj in spec.box_objects:
         box = kf.boxes.get(obj)
         if box is not None:
-            out.append((L.make_layout("box"), [L.PrimitiveFields("box", uv=tuple(box))]))
+            out.append((L.make_layout("box"), [PrimitiveFields("box", uv=tuple(box))]))
     p = len(kf.points[0])
     layout = L.make_layout(spec.kind, p)
-    prims = [L.PrimitiveFields(L.KINDS[spec.kind][2], arm=arm, points=tuple(map(tuple, pts.tolist())),
+    prims = [PrimitiveFields(L.KINDS[spec.kind][2], arm=arm, points=tuple(map(tuple, pts.tolist())),
                                uv=tuple(uv.reshape(-1).tolist()))
              for arm, pts, uv in zip(spec.arms, kf.points, kf.uv)]
     out.append((layout, prims))
@@ -44,15 +48,15 @@ def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[L.
 
 
 def response_tokens(target: Any, kf: Keyframe, spec: RobotSpec,
-                    ranges: L.Ranges | None = None) -> tuple[list[int], list[tuple[int, L.Layout]]]:
+                    ranges: Ranges | None = None) -> tuple[list[int], list[tuple[int, L.Layout]]]:
     """Response ids (ending in EOS) and the (start index, layout) of every primitive block."""
     tok = target.tokenizer
     ids = tok.encode(f"{kf.subtask.strip()}. ", add_special_tokens=False)
     spans: list[tuple[int, L.Layout]] = []
     for layout, prims in primitives_of(kf, spec):
-        ids += tok.encode(L.tool_call_text(layout.block_size), add_special_tokens=False)
+        ids += tok.encode(tool_call_text(layout.block_size), add_special_tokens=False)
         spans.append((len(ids), layout))
-        ids += L.fields_to_tokens(target.vocab, layout, prims, kf.camera_size, ranges)
+        ids += fields_to_tokens(target.vocab, layout, prims, kf.camera_size, ranges)
     ids.append(tok.eos_token_id)
     return ids, spans
 
@@ -78,7 +82,8 @@ def fit_ranges(keyframes: Sequence[Keyframe], spec: RobotSpec, margin: float = 0
     """
     space, axes = SPACE[spec.kind]
     pts = np.concatenate([p for kf in keyframes for p in kf.points])
-    ranges, workspace = {space: {}}, {space: {}}
+    ranges: dict[str, dict[str, list[float]]] = {space: {}}
+    workspace: dict[str, dict[str, list[float]]] = {space: {}}
     for i, axis in enumerate(axes):
         lo, hi = float(pts[:, i].min()) - margin, float(pts[:, i].max()) + margin
         workspace[space][axis] = [round(lo, 4), round(hi, 4)]

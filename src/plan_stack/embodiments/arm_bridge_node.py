@@ -49,7 +49,10 @@ from plan_stack.embodiments.validation import (
     check_trajectory,
     stop_trajectory,
 )
-from plan_stack.ros import conventions
+from plan_stack.ros.clock import on_clock_reset
+from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
+from plan_stack.ros.params import declare_config
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["ArmBridgeNode"]
@@ -73,7 +76,7 @@ class ArmBridgeNode(Node):
 
     def __init__(self, node_name: str, config_type: type, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
-        self.cfg = cfg = conventions.declare_config(self, config_type)
+        self.cfg = cfg = declare_config(self, config_type)
         self._lock = threading.Lock()
         self._group = ReentrantCallbackGroup()
         self.names, self.limits = self._configure(cfg)
@@ -85,10 +88,10 @@ class ArmBridgeNode(Node):
         self._seq = 0  # bumps on every accepted command; a running goal seeing another value was preempted
         self._hold_sent = False
         self._idle_since_s: float | None = None
-        self.diagnostics = conventions.Diagnostics(self, 1.0)
-        self.create_subscription(JointState, "joint_states", self._on_joint_states, conventions.SENSOR_QOS,
+        self.diagnostics = Diagnostics(self, 1.0)
+        self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS,
                                  callback_group=self._group)
-        self.create_subscription(JointTrajectory, "trajectory", self._on_stream, conventions.RELIABLE_QOS,
+        self.create_subscription(JointTrajectory, "trajectory", self._on_stream, RELIABLE_QOS,
                                  callback_group=self._group)
         self._server = ActionServer(
             self, ExecuteTrajectory, "execute_trajectory", self._execute,
@@ -97,7 +100,7 @@ class ArmBridgeNode(Node):
             callback_group=self._group,
         )
         self.create_timer(cfg.watchdog_timeout / 4.0, self._watchdog, callback_group=self._group)
-        conventions.on_clock_reset(self, self._on_clock_reset)
+        on_clock_reset(self, self._on_clock_reset)
 
     # --- embodiment hooks ---------------------------------------------------------
 
@@ -137,7 +140,7 @@ class ArmBridgeNode(Node):
             self._hold_sent = False
             self._idle_since_s = None
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
-        self.diagnostics.report("clock", conventions.WARN, "clock jumped back: state dropped; waiting for "
+        self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for "
                                 "joint_states", now=True)
 
     # --- inputs -----------------------------------------------------------------
@@ -167,7 +170,7 @@ class ArmBridgeNode(Node):
                 problem = (f"joint_states position of {self.names[out[0]]} ({q[out[0]]:.6g}) lies beyond its "
                            f"limits [{lo[out[0]]:.4g}, {hi[out[0]]:.4g}] by more than their range")
         if problem is not None:  # never measured, never held to, never tracked against
-            self.diagnostics.report("joint_states", conventions.ERROR, f"rejected: {problem}", now=True)
+            self.diagnostics.report("joint_states", ERROR, f"rejected: {problem}", now=True)
             return
         with self._lock:
             self._measured = q
@@ -180,7 +183,7 @@ class ArmBridgeNode(Node):
         verdict = self._accept(msg)[0]
         if not verdict.ok:
             self.get_logger().warning(f"rejected streamed trajectory ({verdict.error_code}): {verdict.message}")
-            self.diagnostics.report("commands", conventions.ERROR, f"rejected: {verdict.message}", now=True,
+            self.diagnostics.report("commands", ERROR, f"rejected: {verdict.message}", now=True,
                                     error_code=verdict.error_code)
 
     # --- commanding ---------------------------------------------------------------
@@ -237,11 +240,11 @@ class ArmBridgeNode(Node):
         with self._lock:
             now = self._now()
             if self._follower is None:
-                self.diagnostics.report("watchdog", conventions.STALE, "waiting for joint_states")
+                self.diagnostics.report("watchdog", STALE, "waiting for joint_states")
                 return
             ref = self._follower.sample(now)
             if not self._follower.holding:
-                self.diagnostics.report("watchdog", conventions.OK, "following a trajectory")
+                self.diagnostics.report("watchdog", OK, "following a trajectory")
                 return
             if self._idle_since_s is None:
                 self._idle_since_s = now
@@ -255,7 +258,7 @@ class ArmBridgeNode(Node):
                 self._publish_command(hold)
                 self._hold_sent = True
         self.diagnostics.report(
-            "watchdog", conventions.WARN, "no trajectory covers the present: holding the last commanded position",
+            "watchdog", WARN, "no trajectory covers the present: holding the last commanded position",
             now=sent_now, idle_s=f"{idle:.3f}", held_positions=np.round(ref.positions, 4).tolist())
 
     # --- action -----------------------------------------------------------------
@@ -264,7 +267,7 @@ class ArmBridgeNode(Node):
         verdict, seq, end_s = self._accept(goal_handle.request.trajectory)
         if not verdict.ok:
             self.get_logger().warning(f"rejected goal ({verdict.error_code}): {verdict.message}")
-            self.diagnostics.report("commands", conventions.ERROR, f"rejected: {verdict.message}", now=True,
+            self.diagnostics.report("commands", ERROR, f"rejected: {verdict.message}", now=True,
                                     error_code=verdict.error_code)
             goal_handle.abort()
             return ExecuteTrajectory.Result(error_code=verdict.error_code, error_string=verdict.message)

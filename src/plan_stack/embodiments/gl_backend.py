@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 
-
 __all__ = ["OFFSCREEN_BACKENDS", "GlBackendError", "backend_works", "choose_backend"]
 
 #: Tried in this order when MUJOCO_GL is unset.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

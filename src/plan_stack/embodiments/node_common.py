@@ -24,8 +24,11 @@ from trajectory_msgs.msg import JointTrajectory
 from plan_stack.embodiments.gl_backend import choose_backend
 from plan_stack.embodiments.joint_trajectory import TrajectoryError, TrajectoryFollower
 from plan_stack.embodiments.trajectory_convert import trajectory_from_msg
-from plan_stack.ros import conventions
+from plan_stack.ros.diagnostics import ERROR, WARN
 from plan_stack.ros.image import numpy_to_image
+from plan_stack.ros.lifecycle import fail
+from plan_stack.ros.params import declare_config
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import s_to_stamp
 
 __all__ = ["Every", "pose_msg", "camera_info_msg", "ClockPublisher", "CameraPublisher", "SimNode",
@@ -70,7 +73,7 @@ class ClockPublisher:
     """Publishes `/clock` at `rate_hz` of sim time: the simulator owns time."""
 
     def __init__(self, node: Node, rate_hz: float) -> None:
-        self._pub = node.create_publisher(Clock, "/clock", conventions.RELIABLE_QOS)
+        self._pub = node.create_publisher(Clock, "/clock", RELIABLE_QOS)
         self._every = Every(rate_hz)
 
     def tick(self, t: float, stamp: Time) -> None:
@@ -87,9 +90,9 @@ class CameraPublisher:
 
     def __init__(self, node: Node, frames: Mapping[str, str], rate_hz: float) -> None:
         self.frames = dict(frames) if rate_hz > 0 else {}
-        self._img = {c: node.create_publisher(Image, f"cameras/{c}/image_raw", conventions.SENSOR_QOS)
+        self._img = {c: node.create_publisher(Image, f"cameras/{c}/image_raw", SENSOR_QOS)
                      for c in self.frames}
-        self._info = {c: node.create_publisher(CameraInfo, f"cameras/{c}/camera_info", conventions.SENSOR_QOS)
+        self._info = {c: node.create_publisher(CameraInfo, f"cameras/{c}/camera_info", SENSOR_QOS)
                       for c in self.frames}
         self._every = Every(rate_hz)
 
@@ -123,7 +126,7 @@ class SimNode(Node):
 
     def declare_sim_config(self, config_type: type):
         """Declare the simulator's config; `real_time_factor` may be changed at run time (validated, applied)."""
-        return conventions.declare_config(self, config_type, on_change=self._apply_config,
+        return declare_config(self, config_type, on_change=self._apply_config,
                                           runtime=self.RUNTIME_PARAMETERS)
 
     def _apply_config(self, cfg) -> None:
@@ -171,8 +174,8 @@ class SimNode(Node):
         except Exception as exc:  # a dead physics thread must not leave a live node with a dead robot
             if not (self._running and rclpy.ok(context=self.context)):
                 return  # shutting down: publishing into a closed context is expected
-            self.diagnostics.report("physics", conventions.ERROR, f"physics thread stopped: {exc!r}", now=True)
-            conventions.fail(self, f"physics thread stopped: {exc!r}")  # FATAL log; the process exits 1
+            self.diagnostics.report("physics", ERROR, f"physics thread stopped: {exc!r}", now=True)
+            fail(self, f"physics thread stopped: {exc!r}")  # FATAL log; the process exits 1
         finally:
             if renderer is not None:
                 renderer.close()
@@ -221,7 +224,7 @@ def follow_trajectory_msg(node: Node, key: str, follower: TrajectoryFollower, ms
             accepted = follower.set_trajectory(traj, now_s())
     except TrajectoryError as exc:
         node.get_logger().warning(f"{key}: rejected trajectory: {exc}")
-        node.diagnostics.report(key, conventions.ERROR, f"rejected trajectory: {exc}", now=True)
+        node.diagnostics.report(key, ERROR, f"rejected trajectory: {exc}", now=True)
         return
     if not accepted:
-        node.diagnostics.report(key, conventions.WARN, "ignored a trajectory that ended in the past", now=True)
+        node.diagnostics.report(key, WARN, "ignored a trajectory that ended in the past", now=True)

@@ -7,7 +7,7 @@ scripted expert, replayed on its simulator with rendering, and written to
 `DIR/<task>_<seed>/` (a rosbag2 folder holding one .mcap) and
 `DIR/<task>_<seed>.json` (annotation; formats in docs/aloha.md,
 docs/franka.md, docs/drive.md). Options left out take the robot's recorder
-defaults (`embodiments.recording.RecordOptions`,
+defaults (`data.recording.RecordOptions`,
 `embodiments.drive.recording.DriveRecordOptions`).
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _options(args: argparse.Namespace):
 
         given.update(duration_s=args.duration, horizon_s=args.horizon)
     else:
-        from plan_stack.embodiments.recording import RecordOptions as Options
+        from plan_stack.data.recording import RecordOptions as Options
     return Options(**{k: v for k, v in given.items() if v is not None})
 
 

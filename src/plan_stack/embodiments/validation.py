@@ -25,12 +25,11 @@ import dataclasses
 import math
 import os
 import xml.etree.ElementTree as ET
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from plan_stack.config import ConfigError
-
 from plan_stack.embodiments.joint_trajectory import Reference, Trajectory, TrajectoryError, spline_from
 from plan_stack.paths import find_data
 

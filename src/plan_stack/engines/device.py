@@ -9,10 +9,13 @@ refused: CPU kernels for it are slow or missing, and it buys nothing here.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a placement is resolved: `--help` stays fast
+    import torch
 
-__all__ = ["BACKENDS", "DEVICES", "DTYPES", "EngineError", "Placement", "resolve_placement", "onnx_providers"]
+__all__ = ["BACKENDS", "DEVICES", "DTYPES", "EngineError", "Placement", "resolve_placement", "onnx_providers",
+           "add_device_arguments", "placement_from_args"]
 
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -39,6 +42,8 @@ def resolve_placement(device: str = "auto", dtype: str = "auto") -> Placement:
         raise EngineError(f"device must be one of {DEVICES}, got {device!r}")
     if dtype not in DTYPES:
         raise EngineError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    import torch
+
     cuda = torch.cuda.is_available()
     if device == "cuda" and not cuda:
         raise EngineError(f"device 'cuda' requested but this torch build ({torch.__version__}) sees no GPU")
@@ -53,6 +58,26 @@ def resolve_placement(device: str = "auto", dtype: str = "auto") -> Placement:
         if dev.type == "cpu" and dt is not torch.float32:
             raise EngineError(f"dtype {dtype} on the CPU is not supported: use float32 (or auto)")
     return Placement(dev, dt)
+
+
+def add_device_arguments(parser: Any, *, dtype: bool = True, default: str = "cpu") -> None:
+    """`--device` (and `--dtype`) for a command, with the same names and rule as the nodes' parameters.
+
+    Training commands take no `--dtype`: they keep float32 weights and
+    optimiser state on every device (half-precision training needs loss
+    scaling and buys little at these model sizes).
+    """
+    parser.add_argument("--device", choices=DEVICES, default=default,
+                        help=f"where the models run: cpu, cuda, or auto (cuda when torch sees a GPU); "
+                             f"default {default}")
+    if dtype:
+        parser.add_argument("--dtype", choices=DTYPES, default="auto",
+                            help="model dtype: auto (float32 on CPU, bfloat16/float16 on GPU) or explicit")
+
+
+def placement_from_args(args: Any) -> Placement:
+    """The Placement named by `--device`/`--dtype` (EngineError when unusable, e.g. cuda without a GPU)."""
+    return resolve_placement(getattr(args, "device", "cpu"), getattr(args, "dtype", "auto"))
 
 
 def onnx_providers(backend: str, placement: Placement) -> list[str]:

@@ -29,8 +29,9 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -116,7 +117,8 @@ def _export(module: nn.Module, args: tuple, path: Path, inputs: Sequence[str], o
 
     return {
         "file": path.name,
-        "inputs": {n: {"shape": shape(a, n), "dtype": str(a.dtype).removeprefix("torch.")} for n, a in zip(inputs, args)},
+        "inputs": {n: {"shape": shape(a, n), "dtype": str(a.dtype).removeprefix("torch.")}
+                   for n, a in zip(inputs, args)},
         "outputs": {n: {"shape": shape(r, n), "dtype": str(r.dtype).removeprefix("torch.")}
                     for n, r in zip(outputs, results)},
         "opset": OPSET,

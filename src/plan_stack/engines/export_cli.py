@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     with tqdm(total=len(jobs) + (1 if model_dir else 0), desc="export", unit="model") as bar:
         from plan_stack.actions.head import load_checkpoint
 
-        for label, key, path in jobs:
+        for _label, key, path in jobs:
             head, _ = load_checkpoint(str(path))
             entry = E.export_flow_step(head, out, name=key)
             entry["source"] = key

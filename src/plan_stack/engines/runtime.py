@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -115,7 +116,9 @@ class TrtRunner:
                 b = DYNAMIC_BOUNDS.get(d) if isinstance(d, str) else (d, d, d)
                 if b is None:
                     raise EngineError(f"{onnx_path}: no TensorRT bounds for dynamic axis {d!r}")
-                lo.append(b[0]), opt.append(b[1]), hi.append(b[2])
+                lo.append(b[0])
+                opt.append(b[1])
+                hi.append(b[2])
             profile.set_shape(name, lo, opt, hi)
         config.add_optimization_profile(profile)
         blob = builder.build_serialized_network(network, config)
@@ -201,7 +204,7 @@ class EngineSet:
 
         return step
 
-    def drafter(self, drafter: Any) -> "EngineDrafter":
+    def drafter(self, drafter: Any) -> EngineDrafter:
         return EngineDrafter(drafter, self)
 
     def vision(self, image_size: tuple[int, int], images: int) -> Callable[..., Any]:

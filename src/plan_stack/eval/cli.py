@@ -1,6 +1,6 @@
 """`plan-stack eval`: replay bags through the real nodes and report (report.json + report.html).
 
-    plan-stack eval BAG [BAG ...] --out DIR [--robot R] [--decoder ar|dflash|vflash]
+    plan-stack eval BAG [BAG ...] --out DIR [--robot R] [--decoder ar|dflash|vflash] [--device cpu|cuda|auto]
                     [--set node.param=value ...] [--mode deterministic|realtime] [--jobs N]
                     [--conditions conditions.yaml]
     plan-stack eval --compare DIR_A DIR_B
@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default=None, help="robot config (default: from the bag's annotation)")
     parser.add_argument("--decoder", choices=("ar", "dflash", "vflash"), default=None,
                         help="planner decoder (default: the robot config's)")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default=None,
+                        help="where the planner and chunker run their models (default: the robot config's)")
     parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
                         help="override a node parameter (YAML value), repeatable")
     parser.add_argument("--mode", choices=("deterministic", "realtime"), default="deterministic")
@@ -129,9 +131,25 @@ def _worker_cmd(bag: str, out: Path, args: argparse.Namespace, robot: str) -> li
         cmd += ["--set", item]
     if args.decoder:
         cmd += ["--decoder", args.decoder]
+    if args.device:
+        cmd += ["--device", args.device]
     if args.no_pictures:
         cmd.append("--no-pictures")
     return cmd
+
+
+def with_device(overrides: dict[str, dict[str, Any]], robot: str, device: str | None) -> dict[str, dict[str, Any]]:
+    """`overrides` plus `device` for the robot's model-running nodes (planner, chunker) that the replay starts."""
+    if device is None:
+        return overrides
+    from plan_stack.eval.replay import is_evaluated
+    from plan_stack.robot_config import load_robot_config
+
+    out = {k: dict(v) for k, v in overrides.items()}
+    for spec in load_robot_config(robot).nodes:
+        if spec.executable in ("planner", "chunker") and is_evaluated(spec.executable):
+            out.setdefault(spec.name, {})["device"] = device
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,11 +222,13 @@ def run(args: argparse.Namespace) -> int:
             print("plan-stack eval: --single takes exactly one bag", file=sys.stderr)
             return 2
         bag = args.bags[0]
-        report = evaluate_one(bag, out, robots[bag], overrides, args.mode, args.rate, not args.no_pictures, False)
+        report = evaluate_one(bag, out, robots[bag], with_device(overrides, robots[bag], args.device), args.mode,
+                              args.rate, not args.no_pictures, False)
         return 0 if "error" not in report else 1
     if args.jobs <= 1:
         for bag in args.bags:
-            reports.append(evaluate_one(bag, out / Path(bag).name, robots[bag], overrides, args.mode, args.rate,
+            reports.append(evaluate_one(bag, out / Path(bag).name, robots[bag],
+                                        with_device(overrides, robots[bag], args.device), args.mode, args.rate,
                                         not args.no_pictures, True))
     else:
         domains = _domain_ids(min(args.jobs, len(args.bags)))

@@ -8,8 +8,9 @@ of an outputs bag: chunks as (stamp s, [H, D] positions, dt), trajectories as
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -198,5 +199,6 @@ def check_conditions(report: Mapping[str, Any], conditions: Mapping[str, Any]) -
             continue
         ok = ("min" not in rule or value >= rule["min"]) and ("max" not in rule or value <= rule["max"])
         results.append({"metric": path, "value": value, **rule, "passed": bool(ok),
-                        "reason": "" if ok else f"{value} outside [{rule.get('min', '-inf')}, {rule.get('max', 'inf')}]"})
+                        "reason": "" if ok else
+                        f"{value} outside [{rule.get('min', '-inf')}, {rule.get('max', 'inf')}]"})
     return results

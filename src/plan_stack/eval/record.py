@@ -8,7 +8,7 @@ are picked up by periodic discovery. QoS follows the publishers: best effort
 when any publisher is best effort (a reliable subscription would receive
 nothing from it), transient-local when all are (latched topics).
 
-The bag is written in closed splits (`data.bag_writer.SplitBagWriter`):
+The bag is written in closed splits (`data.bags.SplitBagWriter`):
 Ctrl-C / SIGTERM close it cleanly; a killed recorder leaves a readable bag
 up to the last closed split (`--split-s`, default 2 s).
 """
@@ -18,12 +18,13 @@ import argparse
 import importlib
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from plan_stack.data.bag_writer import BagWriterError, SplitBagWriter
+from plan_stack.data.bags import BagWriterError, SplitBagWriter
 
 __all__ = ["EXCLUDED_TOPICS", "RecorderNode", "wanted_topic", "message_class", "add_arguments", "run"]
 
@@ -115,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plan_stack.ros.conventions import run_nodes
+    from plan_stack.ros.lifecycle import run_nodes
     from plan_stack.viz.bag import plan_typestore
 
     topics = frozenset(t if t.startswith("/") else f"/{t}" for t in args.topics) or None

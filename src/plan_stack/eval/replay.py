@@ -29,11 +29,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
@@ -175,10 +175,10 @@ class _Player:
         from rclpy.node import Node
         from rosgraph_msgs.msg import Clock
 
-        from plan_stack.data.bag_writer import SplitBagWriter
+        from plan_stack.data.bags import SplitBagWriter
         from plan_stack.eval.record import RecorderNode, message_class
         from plan_stack.msg import Observation, VisualPlan
-        from plan_stack.ros.conventions import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
+        from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
         from plan_stack.viz.bag import plan_typestore
 
         self.ctx = Context()
@@ -358,11 +358,12 @@ def _play_deterministic(player: _Player, messages, steps, cfg, counters, progres
         counters["sets_published"] += 1
         if proc.poll() is not None:
             raise EvalError(f"the graph exited with status {proc.returncode} during the replay")
-        if not player.wait(lambda: any(abs(s - stamp) < 0.03 for s in player.obs_stamps), cfg.observation_timeout_s):
+        if not player.wait(lambda stamp=stamp: any(abs(s - stamp) < 0.03 for s in player.obs_stamps),
+                           cfg.observation_timeout_s):
             counters["observation_timeouts"] += 1
         else:
             obs = max((s for s in player.obs_stamps if abs(s - stamp) < 0.03), default=stamp)
-            if not player.wait(lambda: obs in player.plan_stamps, cfg.plan_timeout_s):
+            if not player.wait(lambda obs=obs: obs in player.plan_stamps, cfg.plan_timeout_s):
                 counters["plan_timeouts"] += 1
         # chunks and trajectories follow within milliseconds: wait until outputs are quiet
         deadline = time.monotonic() + 10 * cfg.settle_s

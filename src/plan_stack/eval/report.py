@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -145,7 +145,7 @@ def _limits(robot: str) -> tuple[list[str], dict[str, np.ndarray]] | None:
 def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, counters: Mapping[str, Any],
                pictures_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """All metrics of one replay; `pictures_dir` gets the PNGs the HTML report embeds."""
-    from plan_stack.embodiments.recording import read_bag
+    from plan_stack.data.bags import read_bag
     from plan_stack.viz.bag import annotation_for, truth_plans
     from plan_stack.viz.plan import plan_from_fields
 

@@ -1,7 +1,7 @@
 """Configs of the ingest stage: the sync policy (library) and the node's I/O.
 
 Two dataclasses so that the ROS-free `Synchronizer` takes only what it uses;
-the node declares both (flat parameter names, DESIGN §3: `camera_names`,
+the node declares both (flat parameter names the launch files and robot configs use: `camera_names`,
 `output_size`, `max_spread`, `max_age`, `queue_size`).
 """
 from __future__ import annotations

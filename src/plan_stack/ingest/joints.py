@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

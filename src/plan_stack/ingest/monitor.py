@@ -1,6 +1,7 @@
 """Per-stream health: rate, age, counts, drops by reason, timeout.
 
-What FluxVLA's operator monitors (seed 003, §3.5: availability, freshness,
+What the operator of *FluxVLA Engine: A One-Stop VLA Engineering Platform for Embodied
+Intelligence* monitors (its runner/operator split: availability, freshness,
 update rate, missing/stale inputs reported explicitly), kept ROS-free so the
 rules are unit-tested; the node turns `Health` into diagnostics. Times are
 seconds on the caller's clock (the node clock, so sim time works: a paused

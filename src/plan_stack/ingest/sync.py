@@ -42,7 +42,8 @@ import collections
 import dataclasses
 import enum
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from plan_stack.ingest.config import SyncConfig
 from plan_stack.ingest.joints import JointBuffer, JointSample

@@ -24,10 +24,10 @@ import rclpy
 from sensor_msgs.msg import Image, JointState
 
 from plan_stack.ingest.synthetic import joint_positions, schedule
-from plan_stack.ros import conventions
-from plan_stack.ros.time import s_to_stamp
 from plan_stack.ros.image import numpy_to_image
-
+from plan_stack.ros.lifecycle import ros_session
+from plan_stack.ros.qos import QOS_BY_NAME, qos_by_name
+from plan_stack.ros.time import s_to_stamp
 
 _time = s_to_stamp
 
@@ -58,8 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=5.0, help="s of stamps to publish")
     p.add_argument("--t0", type=float, default=0.0, help="wall-clock start (whole second); 0: next second + 1")
     p.add_argument("--bad", action="append", default=[], help="CAM_INDEX:TICK to publish malformed")
-    p.add_argument("--qos", default="sensor", choices=sorted(conventions.QOS_BY_NAME), help="camera QoS")
-    p.add_argument("--joint-qos", default="sensor", choices=sorted(conventions.QOS_BY_NAME),
+    p.add_argument("--qos", default="sensor", choices=sorted(QOS_BY_NAME), help="camera QoS")
+    p.add_argument("--joint-qos", default="sensor", choices=sorted(QOS_BY_NAME),
                    help="joint_states QoS (ros2_control's joint_state_broadcaster publishes reliable)")
     p.add_argument("--wait-subscribers", type=float, default=5.0, help="s to wait for subscribers")
     p.add_argument("--seed", type=int, default=0)
@@ -72,12 +72,12 @@ def run(args: argparse.Namespace) -> int:
     encs = encs * len(cams) if len(encs) == 1 else encs
     joints = [j for j in args.joints.split(",") if j] or [f"j{i}" for i in range(14)]
     bad = [tuple(int(x) for x in b.split(":")) for b in args.bad]
-    qos = conventions.qos_by_name(args.qos)
+    qos = qos_by_name(args.qos)
     published = {"frames": [0] * len(cams), "bad": 0, "joints": 0, "late_ms_max": 0.0}
-    with conventions.ros_session():
+    with ros_session():
         node = rclpy.create_node("synthetic_rig")
         pubs = [node.create_publisher(Image, f"cameras/{c}/image_raw", qos) for c in cams]
-        jpub = node.create_publisher(JointState, "joint_states", conventions.qos_by_name(args.joint_qos))
+        jpub = node.create_publisher(JointState, "joint_states", qos_by_name(args.joint_qos))
         images = [_image(args.width, args.height, e, args.seed + i) for i, e in enumerate(encs)]
         deadline = time.monotonic() + args.wait_subscribers
         while time.monotonic() < deadline and any(p.get_subscription_count() == 0 for p in pubs + [jpub]):

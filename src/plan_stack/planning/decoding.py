@@ -1,4 +1,4 @@
-"""AR, DFlash and VFlash decoders behind one call (DESIGN section 4, Algorithm 1 of seed 001).
+"""AR, DFlash and VFlash decoders behind one call (Algorithm 1 of *VFlash: Enabling System-1 VLMs for Physical AI*).
 
 Loop invariant (all decoders): `tokens` is the committed output; the target
 KV cache holds the prompt and every committed token except the last one, the
@@ -6,7 +6,7 @@ KV cache holds the prompt and every committed token except the last one, the
 the target cache (same length, features of the same positions).
 
 * `ar`: one target forward per token; greedy, restricted inside primitives
-  to the legal tokens of the grammar (layouts.Grammar).
+  to the legal tokens of the grammar (grammar.Grammar).
 * `dflash`: block [anchor, MASK x 15] drafted in one drafter pass, verified
   by one target pass; keep the longest prefix equal to the target's (masked)
   greedy tokens plus the target's own next token. Inside primitives drafts
@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,7 +45,12 @@ from plan_stack.config import param, validate
 from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import LayoutError, PlanningError, ToolCallError
+from plan_stack.planning.fields import PrimitiveFields, tokens_to_fields
+from plan_stack.planning.grammar import Grammar, TokenSets, check_block
+from plan_stack.planning.quantisation import Ranges, merge_ranges
+from plan_stack.planning.selection import select_block
 from plan_stack.planning.target import Prompt, StepOut, TargetAdapter
+from plan_stack.planning.tool_call import parse_tool_call
 
 DECODERS = ("ar", "dflash", "vflash")
 
@@ -143,7 +149,7 @@ class DecodeResult:
     tokens: list[int]
     text: str  # whole output, special tokens included
     subtask: str  # plain text before the first tool call / primitive
-    primitives: list[L.PrimitiveFields]
+    primitives: list[PrimitiveFields]
     features: torch.Tensor  # [n, H] target last hidden states over the primitive positions that were fed
     stats: DecodeStats
     stop_reason: str  # "eos", "budget", "cancelled"
@@ -155,10 +161,10 @@ class DecodeResult:
 class Tracker:
     """Follows committed tokens: text mode, tool calls, and the grammar inside a primitive."""
 
-    def __init__(self, vocab: V.Vocab, sets: L.TokenSets, tokenizer: Any, budget: int):
+    def __init__(self, vocab: V.Vocab, sets: TokenSets, tokenizer: Any, budget: int):
         self.vocab, self.sets, self.tokenizer, self.budget = vocab, sets, tokenizer, budget
         self.count = 0
-        self.grammar: L.Grammar | None = None
+        self.grammar: Grammar | None = None
         self.start_kind = ""
         self._tool: list[int] | None = None
         self.declared: int | None = None
@@ -167,7 +173,7 @@ class Tracker:
         self._start_ids = vocab.start_ids
         self._id_to_token = {vocab[t]: t for t in V.START_TOKENS}
 
-    def copy(self) -> "Tracker":
+    def copy(self) -> Tracker:
         t = object.__new__(Tracker)
         t.__dict__.update(self.__dict__)
         t.grammar = self.grammar.copy() if self.grammar is not None else None
@@ -198,7 +204,7 @@ class Tracker:
             body = self.tokenizer.decode(self._tool)
             self._tool = None
             try:
-                self.declared, self.declare_error = L.parse_tool_call(body), ""
+                self.declared, self.declare_error = parse_tool_call(body), ""
             except ToolCallError as exc:
                 self.declared, self.declare_error = None, str(exc)
         elif self._tool is not None:
@@ -209,10 +215,10 @@ class Tracker:
             layout = L.layout_for(start, self.declared) if self.declared is not None else None
             event = "start"
             if layout is not None and layout.block_size - 1 <= left:
-                self.grammar = L.Grammar(self.sets, layout)
+                self.grammar = Grammar(self.sets, layout)
             else:
                 event = "rejected"
-                self.grammar = L.Grammar(self.sets, kind=L.OPEN_KIND[start], budget_left=left)
+                self.grammar = Grammar(self.sets, kind=L.OPEN_KIND[start], budget_left=left)
                 if self.grammar.min_length() > left:
                     self.grammar = None
                     event = "truncated"
@@ -226,15 +232,15 @@ class Decoder:
     """One call for all decoders: `generate(prompt, images, budget, decoder)`."""
 
     def __init__(self, target: TargetAdapter, drafter: Any = None, config: DecoderConfig | None = None,
-                 ranges: L.Ranges | None = None, workspace: L.Ranges | None = None):
-        """`ranges`: the model's coordinate ranges (`layouts.merge_ranges`; default `layouts.RANGES`);
+                 ranges: Ranges | None = None, workspace: Ranges | None = None):
+        """`ranges`: the model's coordinate ranges (`quantisation.merge_ranges`; default `quantisation.RANGES`);
         `workspace`: per space and axis the box a plausible drafted 3D waypoint lies in (None: no check)."""
         self.target = target
         self.drafter = drafter
         self.config = config or DecoderConfig()
         self.vocab = target.vocab
-        self.sets = L.TokenSets(self.vocab)
-        self.ranges = L.merge_ranges(ranges)
+        self.sets = TokenSets(self.vocab)
+        self.ranges = merge_ranges(ranges)
         self.workspace = {s: {a: (float(v[0]), float(v[1])) for a, v in ax.items()}
                           for s, ax in (workspace or {}).items()}
 
@@ -421,10 +427,10 @@ class _Run:
         logits = self.drafter.draft(anchor, b)
         self._count_drafter("primitive")
         if self.cfg.constrain_draft:
-            draft = L.select_block(self.sets, layout, logits).tolist()
+            draft = select_block(self.sets, layout, logits).tolist()
         else:
             draft = logits.argmax(-1).tolist()
-        bad = L.check_block(self.sets, layout, draft)
+        bad = check_block(self.sets, layout, draft)
         if bad == 0:
             t0 = time.perf_counter()
             ok = self.dec.plausible(layout, [anchor] + draft)
@@ -467,7 +473,7 @@ class _Run:
         """Index r of the first coordinate the target finds uncertain (keep r positions), -1 if none."""
         if self.cfg.box_guard <= 0:
             return -1
-        g = L.Grammar(self.sets, layout)
+        g = Grammar(self.sets, layout)
         for j, tok in enumerate(draft):
             allowed = g.allowed()
             if allowed.numel() > 1:
@@ -548,7 +554,7 @@ class _Run:
 
     def _result(self, image_size: tuple[int, int] | None) -> DecodeResult:
         tok = self.target.tokenizer
-        prims: list[L.PrimitiveFields] = []
+        prims: list[PrimitiveFields] = []
         feats: list[torch.Tensor] = []
         n_prim = 0
         for span in self.spans:
@@ -560,7 +566,7 @@ class _Run:
                 continue
             drive = span.layout.kind.startswith("drive")
             try:
-                fields = L.tokens_to_fields(
+                fields = tokens_to_fields(
                     self.vocab, span.layout, block, image_size or (1, 1), sets=self.sets, ranges=self.dec.ranges,
                     frame_id=self.cfg.drive_frame_id if drive else self.cfg.robot_frame_id,
                     horizon_s=self.cfg.drive_horizon_s)

@@ -1,6 +1,6 @@
 """Block drafter: a few non-causal layers conditioned on target hidden states.
 
-DFlash-style design (DESIGN section 4, seed 001):
+DFlash-style design (as in VFlash):
 * context = hidden states of `target_layers` (5 spread target layers),
   concatenated, projected to the drafter width and RMS-normalised; each drafter
   layer turns the context into its own keys/values (feature-level K/V

@@ -21,7 +21,7 @@ configs, steps, git commit, metrics at save time):
     primitive_kinds  layout kinds the model emits (planning.layouts kinds)
     budget           output token budget per plan
     coordinate_ranges  the model's metric quantisation ranges, {space: {axis: [lo, hi]}}
-                     laid over `layouts.RANGES` (absent: the fixed defaults)
+                     laid over `quantisation.RANGES` (absent: the fixed defaults)
     workspace        {space: {axis: [lo, hi]}}: where a plausible 3D waypoint lies
                      (the VFlash gate's geometric check; absent: no box check)
     gate_max_step_m  the gate's bound between consecutive 3D waypoints (absent/0: none)
@@ -35,8 +35,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(manifest["history_frames"], int) or manifest["history_frames"] < 1:
         raise PlanningError(f"{file}: history_frames must be an integer >= 1")
     from plan_stack.planning.errors import LayoutError
-    from plan_stack.planning.layouts import merge_ranges
+    from plan_stack.planning.quantisation import merge_ranges
 
     for key in ("coordinate_ranges", "workspace"):
         try:
@@ -116,8 +117,8 @@ class PlannerModel:
 
     @property
     def ranges(self) -> dict[str, dict[str, tuple[float, float]]]:
-        """Coordinate ranges the model was trained with (`layouts.RANGES` + manifest overrides)."""
-        from plan_stack.planning.layouts import merge_ranges
+        """Coordinate ranges the model was trained with (`quantisation.RANGES` + manifest overrides)."""
+        from plan_stack.planning.quantisation import merge_ranges
 
         return merge_ranges(self.manifest.get("coordinate_ranges") or {})
 

@@ -30,7 +30,7 @@ import dataclasses
 import itertools
 import math
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from plan_stack.config import ConfigError, param, validate
 from plan_stack.planning import layouts as L
 from plan_stack.planning.decoding import DECODERS, DecoderConfig
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.fields import PrimitiveFields
 from plan_stack.planning.model_dir import PlannerModel, prompt_text
 
 __all__ = ["RuntimeConfig", "FrameInput", "PlanOutput", "MalformedObservation", "PlannerRuntime",
@@ -99,7 +100,7 @@ class PlanOutput:
     stamp_s: float
     instruction: str
     subtask: str
-    primitives: list[L.PrimitiveFields]
+    primitives: list[PrimitiveFields]
     features: np.ndarray  # [n, hidden] float32 over the accepted primitive tokens
     decoder: str
     valid: bool
@@ -263,7 +264,7 @@ class PlannerRuntime:
         self._window.append((stamp_s, images, segment))
 
 
-def _check_primitives(prims: Sequence[L.PrimitiveFields]) -> str:
+def _check_primitives(prims: Sequence[PrimitiveFields]) -> str:
     """First reason a primitive is unfit to publish, "" if none."""
     for i, p in enumerate(prims):
         if p.kind not in MESSAGE_KINDS:

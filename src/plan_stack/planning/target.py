@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ class Prompt:
     image_size: tuple[int, int] | None = None  # (width, height) of the first image, pixels
     # Non-empty: a streaming prompt (`input_ids` = the frames' ids, then the text); each frame
     # attends only to itself, the text to everything, and frames already encoded are reused.
-    frames: tuple["FrameSegment", ...] = ()
+    frames: tuple[FrameSegment, ...] = ()
 
 
 @dataclasses.dataclass
@@ -119,7 +120,7 @@ class TargetAdapter:
         self.hidden_size = int(self.text_config.hidden_size)
         self.num_layers = int(self.text_config.num_hidden_layers)
         self.feature_layers = tuple(feature_layers) if feature_layers else spread_layers(self.num_layers)
-        if any(not 0 <= l < self.num_layers for l in self.feature_layers):
+        if any(not 0 <= li < self.num_layers for li in self.feature_layers):
             raise PlanningError(f"feature_layers {self.feature_layers} outside 0..{self.num_layers - 1}")
         vocab = V.Vocab.from_tokenizer(tokenizer)
         self.vocab = dataclasses.replace(vocab, size=int(self.text_config.vocab_size))
@@ -217,7 +218,7 @@ class TargetAdapter:
         out = self.base(input_ids=ids.view(1, -1).to(dev), position_ids=position_ids.to(dev), cache=self.cache,
                         use_cache=True, output_hidden_states=True, **extra)
         hs = out.hidden_states
-        feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)
+        feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)
         last = out.last_hidden_state[0]
         logits = self.lm_head(last).float()
         return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
@@ -336,7 +337,7 @@ class TargetAdapter:
         out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
                         cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
         hs = out.hidden_states
-        feats = torch.cat([hs[l + 1][0] for l in self.feature_layers], dim=-1)  # [n, 5H]
+        feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)  # [n, 5H]
         last = out.last_hidden_state[0]  # [n, H]
         keep = {f.key: kv for f, kv in zip(frames, cached)}
         for f, (a, b) in zip(run, spans[len(cached):]):

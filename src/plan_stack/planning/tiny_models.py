@@ -10,17 +10,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.drafter import new_drafter
 from plan_stack.planning.model_dir import save_planner_model
 from plan_stack.planning.target import tiny_target
+from plan_stack.planning.tool_call import tool_call_text
 
 CAMERAS = ["cam_a", "cam_b"]
 SIZE = (64, 48)  # width, height
 #: robot 3D with P = 2 waypoints: B = 3P + 2
 BLOCK = 8
-PREFIX = L.tool_call_text(BLOCK) + V.ROBOT
+PREFIX = tool_call_text(BLOCK) + V.ROBOT
 
 
 def make_model_dir(path, *, history_frames=3, budget=32, drafter=True, seed=0, manifest=None, target=None):
@@ -34,6 +34,7 @@ def make_model_dir(path, *, history_frames=3, budget=32, drafter=True, seed=0, m
     return save_planner_model(path, target, d, m)
 
 
-def images(seed=0, size=SIZE, n=len(CAMERAS)):
+def images(seed=0, size=SIZE, n=None):
+    n = len(CAMERAS) if n is None else n
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8) for _ in range(n)]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="resume even though the checkpoint was trained on other data")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     parser.add_argument("--seed", type=int, default=0)
+    add_device_arguments(parser, dtype=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    try:
+        device = placement_from_args(args).device
+    except EngineError as exc:
+        print(f"train-drafter: {exc}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     if args.tiny:
         tdir = os.path.join(args.out, "target")
@@ -56,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
             T.save_target(target, tdir)
     else:
         target = T.load_target(args.target)
+    target.model.to(device)
     if args.resume and os.path.isfile(os.path.join(args.out, D.CONFIG_FILE)):
         drafter = D.load_drafter(args.out, target)
     else:
         drafter = D.new_drafter(target, width=args.width, layers=args.layers, heads=args.heads,
                                 kv_heads=max(1, args.heads // 2), head_dim=args.head_dim, intermediate=2 * args.width)
+    drafter.to(device)
     cfg = TR.TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                          max_text_anchors=args.max_text_anchors, checkpoint_every=args.checkpoint_every,
                          seed=args.seed)

@@ -1,4 +1,4 @@
-"""Drafter training on annotated primitives (DESIGN section 4, seed 001 "training recipe").
+"""Drafter training on annotated primitives (the VFlash training recipe).
 
 * Labels are the annotated response tokens (sub-task text, tool call and the
   primitive block quantised from ground truth), never target continuations.
@@ -18,7 +18,7 @@ import dataclasses
 import math
 import os
 import random
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -29,7 +29,9 @@ from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.drafter import Drafter, load_drafter, packed_mask, save_drafter
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.target import Prompt, TargetAdapter
+from plan_stack.planning.tool_call import tool_call_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +102,7 @@ def make_blocks(seqs: Sequence[list[int]], prompt_lens: Sequence[int], spans: Se
         n_block += 1
 
     for si, (seq, plen, sp) in enumerate(zip(seqs, prompt_lens, spans)):
-        inside = set()
+        inside: set[int] = set()
         for start, layout in sp:
             a = plen + start
             if a + layout.block_size > len(seq) or seq[a] != vocab[layout.start_token]:
@@ -128,11 +130,13 @@ def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample
         feats.append(f)
         ctx_sample.append(torch.full((ids.numel(),), si, dtype=torch.long))
         ctx_pos.append(torch.arange(ids.numel()))
+    dev = next(drafter.parameters()).device
     blocks = make_blocks(seqs, plens, [s.spans for s in samples], cfg, target.vocab, rng)
-    ctx_sample_t, ctx_pos_t = torch.cat(ctx_sample), torch.cat(ctx_pos)
+    blocks = Blocks(**{f.name: getattr(blocks, f.name).to(dev) for f in dataclasses.fields(blocks)})
+    ctx_sample_t, ctx_pos_t = torch.cat(ctx_sample).to(dev), torch.cat(ctx_pos).to(dev)
     mask = packed_mask(ctx_sample_t, ctx_pos_t, blocks.sample, blocks.index, blocks.anchor,
                        torch.ones_like(blocks.sample, dtype=torch.bool))
-    logits = drafter.forward_packed(torch.cat(feats), ctx_pos_t, blocks.ids, blocks.pos, mask)
+    logits = drafter.forward_packed(torch.cat(feats).to(dev), ctx_pos_t, blocks.ids, blocks.pos, mask)
     ce = F.cross_entropy(logits, blocks.labels, reduction="none")
     return (ce * blocks.weights).sum() / blocks.weights.sum().clamp_min(1e-8)
 
@@ -175,12 +179,12 @@ def synthetic_samples(target: TargetAdapter, n: int, kinds: Sequence[str] = ("ro
                            height / 2 + fx * pts[:, 1] / np.maximum(pts[:, 2], 0.1)], 1)
             if kind == "box":
                 u, v = sorted(rng.uniform(0, width, 2)), sorted(rng.uniform(0, height, 2))
-                prims.append(L.PrimitiveFields("box", uv=(u[0], v[0], u[1], v[1])))
+                prims.append(PrimitiveFields("box", uv=(u[0], v[0], u[1], v[1])))
             else:
-                prims.append(L.PrimitiveFields(kind, points=tuple(map(tuple, pts.tolist())),
+                prims.append(PrimitiveFields(kind, points=tuple(map(tuple, pts.tolist())),
                                                uv=tuple(uv.reshape(-1).tolist())))
-        block = L.fields_to_tokens(target.vocab, layout, prims, image_size)
-        subtask = tok.encode(f"{verb} the {_OBJECTS[obj]} now. " + L.tool_call_text(layout.block_size),
+        block = fields_to_tokens(target.vocab, layout, prims, image_size)
+        subtask = tok.encode(f"{verb} the {_OBJECTS[obj]} now. " + tool_call_text(layout.block_size),
                              add_special_tokens=False)
         response = subtask + block + [tok.eos_token_id]
         imgs = [(rng.random((height, width, 3)) * 255).astype(np.uint8)] if use_images else []
@@ -226,7 +230,7 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
     opt = torch.optim.AdamW(drafter.parameters(), lr=cfg.lr, weight_decay=0.0)
     step0 = 0
     if resume and out_dir is not None and os.path.isfile(os.path.join(out_dir, STATE_FILE)):
-        state = torch.load(os.path.join(out_dir, STATE_FILE), weights_only=False)
+        state = torch.load(os.path.join(out_dir, STATE_FILE), weights_only=False, map_location="cpu")
         from plan_stack.planning.training_target import check_resume
 
         check_resume(state.get("data_id"), data_id, force_resume, os.path.join(out_dir, STATE_FILE))

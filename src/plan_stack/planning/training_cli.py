@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
+
 #: episode seeds per split (record-demos --seed S --episodes N): disjoint, fixed, written into the manifest
 SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "aloha": {"train": (0, 165), "val": (200000, 12), "heldout": (100000, 40)},
@@ -88,6 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force-resume", action="store_true", help="resume even if the data set changed")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1: fastest on a shared 2-core machine, measured)")
+    add_device_arguments(parser, dtype=False)
     parser.add_argument("--target-steps", type=int, default=None, help="override the recipe's target steps")
     parser.add_argument("--drafter-steps", type=int, default=None, help="override the recipe's drafter steps")
 
@@ -139,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.planning.target import load_target, save_target
 
     torch.set_num_threads(args.threads)
+    try:
+        device = placement_from_args(args).device
+    except EngineError as exc:
+        print(f"train: {exc}", file=sys.stderr)
+        return 2
     robot, spec = args.robot, ROBOTS[args.robot]
     recipe = RECIPES[robot]
     if args.target_steps:
@@ -180,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         "pretrained_weights": "none (random init; no model hub reachable)",
     }
     target = build_target(recipe)
+    target.model.to(device)
     model = PlannerModel(out, target, None, manifest)
     lens = [len(response_tokens(target, kf, spec, model.ranges)[0]) for kf in train_kf]
     manifest["budget"] = max(lens) + recipe.budget_margin
@@ -210,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
     if not (target_dir / "config.json").is_file():
         raise PlanningError(f"{target_dir}: no trained target (run the target stage first)")
     target = load_target(target_dir)
+    target.model.to(device)
     model = PlannerModel(out, target, None, manifest)
     manifest["target_training"] = json.loads((work / "target_info.json").read_text())
 
@@ -222,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
             drafter = D.new_drafter(target, width=recipe.drafter_width, layers=recipe.drafter_layers, heads=4,
                                     kv_heads=2, head_dim=recipe.drafter_width // 4,
                                     intermediate=2 * recipe.drafter_width)
+        drafter.to(device)
     if "drafter" in stages:
         samples = [make_sample(model, kf, spec) for kf in train_kf]
         dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
@@ -297,7 +308,7 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
         t0 = time.monotonic()
         res = train_head(head_cfg, cfg, train_eps, eval_eps, str(hdir), resume=args.resume, log=log,
                          meta={"data": {"source": "planner plan features", **data_id, "target": key["target"]}},
-                         force_resume=args.force_resume)
+                         force_resume=args.force_resume, device=model.target.device)
         dest = out / "action_head" / variant
         dest.mkdir(parents=True, exist_ok=True)
         for name in ("config.json", "model.safetensors"):

@@ -23,7 +23,8 @@ import math
 import os
 import random
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -145,6 +146,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         raise PlanningError("no training samples")
     os.makedirs(out_dir, exist_ok=True)
     net = model.target.model
+    device = next(net.parameters()).device  # the caller places the model; batches follow it
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     nrng = np.random.default_rng(cfg.seed)
@@ -158,7 +160,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     step0, best, best_step, elapsed0 = 0, math.inf, -1, 0.0
     order: list[int] = []
     if resume and os.path.isfile(state_path):
-        state = torch.load(state_path, weights_only=False)
+        state = torch.load(state_path, weights_only=False, map_location="cpu")
         check_resume(state.get("data_id"), data_id, force_resume, f"{state_path}")
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -207,7 +209,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, cfg)
         batch = collate(model, [items[i] for i in idx], nrng if cfg.augment else None)
-        out = net(**batch)
+        out = net(**{k: v.to(device) for k, v in batch.items()})
         loss = out.loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,13 +1,14 @@
 """Special tokens of the primitive vocabulary and their ids in a tokenizer.
 
 Coordinates are single tokens `<0>`...`<1000>` so that every slot of a layout
-holds exactly one token (position alignment, DESIGN section 4). `<oof>` marks a
+holds exactly one token (position alignment). `<oof>` marks a
 2D projection outside the image; `<text_mask>` is the drafter's MASK input.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from plan_stack.planning.errors import PlanningError
 
@@ -43,7 +44,7 @@ class Vocab:
     eos_ids: tuple[int, ...]
 
     @classmethod
-    def from_tokenizer(cls, tokenizer: Any, extra_eos: Iterable[str] = ()) -> "Vocab":
+    def from_tokenizer(cls, tokenizer: Any, extra_eos: Iterable[str] = ()) -> Vocab:
         """Look up every primitive token; raise naming the first missing one."""
         ids = {}
         for tok in PRIMITIVE_TOKENS:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rclpy.action import ActionClient
 from rclpy.node import Node
@@ -45,7 +46,7 @@ class ActionCall:
 
     def __init__(self, node: Node, action_type: Any, name: str, callback_group=None) -> None:
         self.name = name
-        self._client = ActionClient(node, action_type, name, callback_group=callback_group)
+        self._client: ActionClient = ActionClient(node, action_type, name, callback_group=callback_group)
 
     def send(self, goal: Any, *, server_timeout_s: float = 5.0, accept_timeout_s: float = 5.0,
              feedback: Callable[[Any], None] | None = None):
@@ -60,7 +61,7 @@ class ActionCall:
         if not _wait(fut, accept_timeout_s):
             raise ActionTimeout(f"{self.name}: goal not answered within {accept_timeout_s} s")
         handle = fut.result()
-        if not handle.accepted:
+        if handle is None or not handle.accepted:
             raise GoalRejected(f"{self.name}: goal rejected")
         return handle
 

@@ -16,6 +16,8 @@ that breaks on numpy 2, so this is our own converter. Contract:
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from sensor_msgs.msg import Image
 
@@ -68,7 +70,7 @@ def image_to_numpy(msg: Image) -> np.ndarray:
         raise ImageError(f"data length {n} != step*height = {step}*{height} = {step * height}")
     flat = np.frombuffer(buf, dtype=np.uint8)
     rows = flat.reshape(height, step)[:, :row_bytes]
-    order = ">" if msg.is_bigendian else "<"
+    order: Literal[">", "<"] = ">" if msg.is_bigendian else "<"
     typed = np.ascontiguousarray(rows) if step != row_bytes else rows
     arr = typed.view(dtype.newbyteorder(order) if dtype.itemsize > 1 else dtype)
     arr = arr.reshape(height, width, channels) if channels > 1 else arr.reshape(height, width)
@@ -85,7 +87,7 @@ def numpy_to_image(array: np.ndarray, encoding: str, header=None, step: int | No
     if arr.ndim == 3 and channels == 1 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
     if arr.ndim != expected_ndim or (channels > 1 and arr.shape[2] != channels):
-        raise ImageError(f"{encoding} needs shape (H, W{', %d' % channels if channels > 1 else ''}), got {arr.shape}")
+        raise ImageError(f"{encoding} needs shape (H, W{f', {channels}' if channels > 1 else ''}), got {arr.shape}")
     if arr.dtype != dtype:
         raise ImageError(f"{encoding} needs dtype {dtype}, got {arr.dtype}")
     height, width = arr.shape[:2]

@@ -7,8 +7,8 @@ until a condition holds or a deadline passes (never sleeps blindly).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import rclpy
 from rclpy.context import Context
@@ -32,7 +32,7 @@ def executor_with(ctx: Context, *nodes, threads: int | None = None) -> Iterator[
     """An executor spinning `nodes`; nodes are destroyed (and closed) on exit.
 
     Single-threaded unless a node asks for threads (`executor_threads`, as in
-    `conventions.executor_for`) or `threads` > 1 is given.
+    `lifecycle.executor_for`) or `threads` > 1 is given.
     """
     wanted = threads if threads is not None else max((getattr(n, "executor_threads", 1) for n in nodes), default=1)
     ex: Executor

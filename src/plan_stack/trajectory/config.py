@@ -1,4 +1,4 @@
-"""Configuration of the stitcher (library and node share it; DESIGN §3, §6)."""
+"""Configuration of the stitcher (library and node share it)."""
 from __future__ import annotations
 
 import dataclasses

@@ -58,7 +58,7 @@ class Limits:
     q_max: np.ndarray
 
     @classmethod
-    def create(cls, dof: int, v_max, a_max, j_max, q_min=None, q_max=None) -> "Limits":
+    def create(cls, dof: int, v_max, a_max, j_max, q_min=None, q_max=None) -> Limits:
         """Broadcast scalars or per-joint sequences to [dof] arrays and validate them."""
 
         def arr(name: str, value, default: float) -> np.ndarray:
@@ -110,7 +110,7 @@ class Limits:
     def dof(self) -> int:
         return int(self.v_max.shape[0])
 
-    def scaled(self, factor: float) -> "Limits":
+    def scaled(self, factor: float) -> Limits:
         """Limits shrunk by `factor` (< 1) toward zero / the middle of the position range."""
         finite = np.isfinite(self.q_min) & np.isfinite(self.q_max)
         mid = np.where(finite, 0.5 * (np.where(finite, self.q_min, 0.0) + np.where(finite, self.q_max, 0.0)), 0.0)
@@ -118,7 +118,7 @@ class Limits:
                       np.where(np.isfinite(self.q_min), mid + (self.q_min - mid) * factor, -np.inf),
                       np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf))
 
-    def subset(self, idx) -> "Limits":
+    def subset(self, idx) -> Limits:
         return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx])
 
     def state_ok(self, q: np.ndarray, v: np.ndarray, a: np.ndarray, rtol: float = CHECK_RTOL) -> bool:

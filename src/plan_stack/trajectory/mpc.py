@@ -1,4 +1,4 @@
-"""Per-joint triple-integrator MPC (DESIGN §6) with a closed-form fast path.
+"""Per-joint triple-integrator MPC with a closed-form fast path.
 
 Each continuous joint is an independent triple integrator with piecewise-
 constant jerk over each sample period (exact zero-order-hold discretisation,
@@ -42,11 +42,11 @@ import dataclasses
 import enum
 import time
 
+import daqp
 import numpy as np
+import osqp
 import scipy.linalg
 import scipy.sparse as sp
-import daqp
-import osqp
 from osqp import SolverStatus
 
 from plan_stack.trajectory.active_set import QpStatus, dual_active_set
@@ -54,7 +54,8 @@ from plan_stack.trajectory.limits import Limits, SampledStates, TrajectoryError
 
 QP_SOLVERS = ("daqp", "active_set", "osqp")
 
-__all__ = ["QP_SOLVERS", "MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed", "brake_coefficient"]
+__all__ = ["QP_SOLVERS", "MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed",
+           "brake_coefficient"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,12 +173,15 @@ class _Shape:
             for k in range(N):
                 for c in range(3):
                     r = 3 * k + c
-                    rows.append(r); cols.append(4 * k + c); vals.append(1.0)  # s_{k+1}
-                    rows.append(r); cols.append(4 * k + 3); vals.append(-Bs[c])  # j_k
+                    rows += [r, r]
+                    cols += [4 * k + c, 4 * k + 3]
+                    vals += [1.0, -Bs[c]]  # s_{k+1}, j_k
                     if k:
                         for cc in range(3):
                             if As[c, cc]:
-                                rows.append(r); cols.append(4 * (k - 1) + cc); vals.append(-As[c, cc])
+                                rows.append(r)
+                                cols.append(4 * (k - 1) + cc)
+                                vals.append(-As[c, cc])
             dyn = sp.csc_matrix((vals, (rows, cols)), shape=(3 * N, nv))
             # Brake rows: dt·(v + c a) = ṽ + (c/dt) ã; c is per joint, set by `osqp_vectors` via Ax_idx.
             k = np.arange(N)
@@ -233,7 +237,7 @@ def brake_coefficient(lim: Limits) -> np.ndarray:
     return lim.a_max / (2.0 * lim.j_max)
 
 
-def _dense_constraints(sh: "_Shape", x0: np.ndarray, lim: Limits, d: int):
+def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int):
     """Condensed constraints of joint d, rows scaled by their limit: lo <= C j <= hi.
 
     Row blocks (N each): q, v, a (after each step), j, brake (v + c·a).
@@ -316,7 +320,7 @@ class JointMpc:
         if time_limit_s > 0:
             self._settings["time_limit"] = time_limit_s
         self._shapes: dict[tuple[int, float, bool], _Shape] = {}
-        self._daqp: dict[tuple, "daqp.Model"] = {}
+        self._daqp: dict[tuple, daqp.Model] = {}
         self._qp_for: Limits | None = None
         self._qp_lim: Limits | None = None
         self._brake = np.zeros(0)

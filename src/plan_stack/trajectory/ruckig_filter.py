@@ -45,7 +45,7 @@ class _Dof:
     def __init__(self, dof: int) -> None:
         self.otg = Ruckig(dof)
         self.inp = InputParameter(dof)
-        self.inp.synchronization = Synchronization.No  # joints are independent (DESIGN §6)
+        self.inp.synchronization = Synchronization.No  # joints are independent
         self.inp.target_acceleration = [0.0] * dof  # every target here is reached with a = 0
         self.traj = Trajectory(dof)
         self.limits: Limits | None = None  # limits currently loaded into inp
@@ -64,7 +64,7 @@ class _Schedule:
     times: tuple[tuple[float, ...], ...]  # sample times after a recomputation, for each number of samples
 
     @classmethod
-    def create(cls, M: int, dt: float, stride: int, lookahead: int) -> "_Schedule":
+    def create(cls, M: int, dt: float, stride: int, lookahead: int) -> _Schedule:
         starts = list(range(0, M - 1, stride))
         # Near the end every recomputation would aim at the last sample with the same velocity:
         # the first of them is followed to the end instead (the rest of a time-optimal profile is

@@ -1,4 +1,4 @@
-"""Cross-chunk stitching: one ActionChunk in, one executable trajectory out (DESIGN §6).
+"""Cross-chunk stitching: one ActionChunk in, one executable trajectory out.
 
 Timeline. The stitcher keeps the trajectory it emitted last (the *active*
 one: what was sent and when sample 0 is due). A new chunk is aligned to the
@@ -30,12 +30,12 @@ import dataclasses
 import enum
 import math
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.limits import Limits, LimitReport, TrajectoryError, check_limits
+from plan_stack.trajectory.limits import LimitReport, Limits, TrajectoryError, check_limits
 from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
 from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
 
@@ -73,7 +73,7 @@ class Chunk:
 
     @classmethod
     def from_flat(cls, stamp_s: float, joint_names: Sequence[str], dt_s: float, horizon: int,
-                  flat: Sequence[float]) -> "Chunk":
+                  flat: Sequence[float]) -> Chunk:
         """Build from the ActionChunk layout (H×D row-major). Raises ChunkError on a shape mismatch."""
         names = tuple(joint_names)
         flat = np.asarray(flat, dtype=float)

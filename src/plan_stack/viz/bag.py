@@ -58,7 +58,7 @@ def bag_connections(path: str | os.PathLike) -> dict[str, str]:
 
 def read_messages(path: str | os.PathLike, topics) -> dict[str, list[tuple[float, object]]]:
     """(bag time s, message) per topic, for `topics` only (images are large: read what is drawn)."""
-    from plan_stack.embodiments.recording import read_bag
+    from plan_stack.data.bags import read_bag
 
     return read_bag(path, topics=set(topics)) if topics else {}
 

@@ -52,7 +52,7 @@ class VizStyle:
             raise ConfigError(f"endpoint_radius_px: {self.endpoint_radius_px} must exceed point_radius_px "
                               f"{self.point_radius_px} (the start ring must not hide the dot)")
 
-    def colour_of(self, arm: str) -> tuple[float, float, float]:
+    def colour_of(self, arm: str) -> tuple[float, ...]:
         return {"left": self.colour_left, "right": self.colour_right}.get(arm, self.colour_single)
 
     def rgb8_of(self, arm: str) -> tuple[int, int, int]:

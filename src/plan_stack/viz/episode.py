@@ -11,8 +11,9 @@ frame), so the picture shows what the robot did, not what was scripted.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from plan_stack.viz.render import write_png
 __all__ = ["demo_plan_picture"]
 
 
-def _positions(msgs: list[tuple[float, object]]) -> tuple[np.ndarray, np.ndarray]:
+def _positions(msgs: list[tuple[float, Any]]) -> tuple[np.ndarray, np.ndarray]:
     t = np.array([x[0] for x in msgs])
     p = np.array([(m.pose.position.x, m.pose.position.y, m.pose.position.z) for _, m in msgs])
     return t, p
@@ -34,14 +35,14 @@ def _positions(msgs: list[tuple[float, object]]) -> tuple[np.ndarray, np.ndarray
 def demo_plan_picture(bag: str | os.PathLike, out_png: str | os.PathLike, *, task: str, seed: int, instruction: str,
                       subtasks: Sequence, camera, camera_pose: tuple[np.ndarray, np.ndarray], waypoints: int = 10,
                       style: VizStyle = VizStyle()) -> Path:
-    """Tile one overlay per sub-task (`subtasks`: embodiments.annotation.Subtask in bag time) into a PNG.
+    """Tile one overlay per sub-task (`subtasks`: data.annotation.Subtask in bag time) into a PNG.
 
     `camera` is cam_high's CameraModel at the recorded size, `camera_pose` its optical frame in world.
     """
+    from plan_stack.data.annotation import KeyframeInput
+    from plan_stack.data.bags import read_bag
     from plan_stack.embodiments.aloha.annotation import build_annotation
     from plan_stack.embodiments.aloha.model import ARMS
-    from plan_stack.embodiments.annotation import KeyframeInput
-    from plan_stack.embodiments.recording import read_bag
 
     image_topic = f"/cameras/{camera.name}/image_raw"
     topics = {image_topic, *(f"/ground_truth/{arm}_gripper/pose" for arm in ARMS)}

@@ -8,7 +8,7 @@ NaN pair = out of frame; `(u1, v1, u2, v2)` for boxes). No ROS imports.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from plan_stack.stamps import sec_nanosec_to_s
 __all__ = ["VizError", "KINDS", "ARMS", "PrimitiveView", "PlanView", "check_plan", "uv_pairs", "make_plan",
            "plan_from_fields", "stamp_s"]
 
-#: Primitive kinds of DESIGN §3 (Primitive.msg).
+#: Primitive kinds (msg/Primitive.msg).
 KINDS = ("box", "robot_3d", "robot_2d3d", "drive_3d", "drive_2d3d", "points")
 #: Arm names a primitive may carry (empty: single arm or driving).
 ARMS = ("left", "right", "")

@@ -149,7 +149,8 @@ def render_bag(bag: str | os.PathLike, out: str | os.PathLike, style: VizStyle =
         # annotation times are bag (sim) times of the recording, so frames are matched on bag time
         name, frames = _camera_frames(bag, conns, camera or ann["camera"]["name"], bag_time=True)
         if not frames:
-            raise VizError(f"bag: no camera images to draw the annotation on (camera {camera or ann['camera']['name']!r})")
+            raise VizError(f"bag: no camera images to draw the annotation on "
+                           f"(camera {camera or ann['camera']['name']!r})")
         chosen = _select(truths, every, limit)
         result.plans, result.source = len(chosen), "keyframes"
         for k, truth in enumerate(tqdm(chosen, desc="render", unit="keyframe", disable=not progress)):

@@ -22,9 +22,8 @@ from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode  # noqa: E402
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, gripper_from_joint  # noqa: E402
 from plan_stack.embodiments.aloha.sim_node import AlohaSimNode  # noqa: E402
-from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
-from plan_stack.ros.conventions import SENSOR_QOS, WARN  # noqa: E402
+from plan_stack.ros.diagnostics import WARN  # noqa: E402
+from plan_stack.ros.qos import SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
@@ -60,17 +59,6 @@ class Probe(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
 
-def make_goal(times, positions, velocities=None, accelerations=None, names=JOINT_NAMES) -> ExecuteTrajectory.Goal:
-    traj = Trajectory(tuple(names), 0.0, times, positions, velocities, accelerations)
-    return ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
-
-
-def rest_goal(target: np.ndarray, duration: float) -> ExecuteTrajectory.Goal:
-    """One quintic point at rest: the controller interpolates from the present reference."""
-    z = np.zeros((1, 14))
-    return make_goal([duration], target[None, :], z, z)
-
-
 @pytest.fixture(scope="module")
 def graph():
     with ros_context() as ctx:
@@ -86,18 +74,10 @@ def graph():
             yield ex, probe, bridge
 
 
-def send(ex, probe, goal, timeout=15.0, feedback=None):
-    fut = probe.client.send_goal_async(goal, feedback_callback=feedback)
-    assert spin_until(ex, fut.done, timeout)
-    handle = fut.result()
-    assert handle.accepted
-    return handle
-
-
-def result_of(ex, handle, timeout=15.0):
-    fut = handle.get_result_async()
-    assert spin_until(ex, fut.done, timeout)
-    return fut.result().result
+@pytest.fixture(scope="module")
+def arm(graph, arm_goals):
+    ex, probe, _ = graph
+    return arm_goals(JOINT_NAMES, probe.client, lambda predicate, timeout_s: spin_until(ex, predicate, timeout_s))
 
 
 def settle_target(probe) -> np.ndarray:
@@ -106,13 +86,13 @@ def settle_target(probe) -> np.ndarray:
     return q
 
 
-def test_trajectory_reaches_goal_within_tolerance(graph):
+def test_trajectory_reaches_goal_within_tolerance(graph, arm):
     ex, probe, _ = graph
     target = settle_target(probe)
     target[WAIST] += 0.3
     target[R_ELBOW] -= 0.2
     feedback = []
-    result = result_of(ex, send(ex, probe, rest_goal(target, 1.0), feedback=lambda m: feedback.append(m.feedback)))
+    result = arm.result_of(arm.send(arm.rest_goal(target, 1.0), feedback=lambda m: feedback.append(m.feedback)))
     assert result.error_code == ExecuteTrajectory.Result.SUCCESSFUL, result.error_string
     t = [f.time_from_start for f in feedback]
     err = [f.max_tracking_error for f in feedback]
@@ -124,27 +104,27 @@ def test_trajectory_reaches_goal_within_tolerance(graph):
     assert np.all(err[[0, 1, 2, 7, 8, 9]] < 0.05), err
 
 
-def test_replacement_mid_motion_has_no_position_jump(graph):
+def test_replacement_mid_motion_has_no_position_jump(graph, arm):
     ex, probe, _ = graph
     start = settle_target(probe)
     # Grippers to their target first, so that the test does not depend on what ran before it.
-    assert result_of(ex, send(ex, probe, rest_goal(start, 0.5))).error_code == ExecuteTrajectory.Result.SUCCESSFUL
+    assert arm.result_of(arm.send(arm.rest_goal(start, 0.5))).error_code == ExecuteTrajectory.Result.SUCCESSFUL
     a = start.copy()
     a[WAIST] += 0.6
     b = start.copy()
     b[WAIST] -= 0.3
     # The first motion lasts long enough (4 s of sim time) that the replacement, sent 1.5 s in, always
     # arrives while it is still running, however slowly a loaded machine answers the action call.
-    first = send(ex, probe, rest_goal(a, 4.0))
+    first = arm.send(arm.rest_goal(a, 4.0))
     t_switch = probe.now() + 1.5
     assert spin_until(ex, lambda: probe.now() >= t_switch, 60.0)
     n_before = len(probe.states)
     q_at_switch = probe.q[WAIST]
     assert q_at_switch > start[WAIST] + 0.05  # it was moving
-    second = send(ex, probe, rest_goal(b, 1.5))
-    r1 = result_of(ex, first, timeout=60.0)
+    second = arm.send(arm.rest_goal(b, 1.5))
+    r1 = arm.result_of(first, timeout=60.0)
     assert r1.error_code != ExecuteTrajectory.Result.SUCCESSFUL and "preempted" in r1.error_string
-    r2 = result_of(ex, second, timeout=60.0)
+    r2 = arm.result_of(second, timeout=60.0)
     assert r2.error_code == ExecuteTrajectory.Result.SUCCESSFUL, r2.error_string
     t = np.array([s[0] for s in probe.states[n_before - 5:]])
     q = np.array([s[1][WAIST] for s in probe.states[n_before - 5:]])
@@ -155,12 +135,12 @@ def test_replacement_mid_motion_has_no_position_jump(graph):
     assert abs(probe.q[WAIST] - b[WAIST]) < 0.03
 
 
-def test_cancel_decelerates_within_limits(graph):
+def test_cancel_decelerates_within_limits(graph, arm):
     ex, probe, bridge = graph
     start = settle_target(probe)
     target = start.copy()
     target[WAIST] += 1.2
-    handle = send(ex, probe, rest_goal(target, 2.0))
+    handle = arm.send(arm.rest_goal(target, 2.0))
     t_cancel = probe.now() + 0.9
     spin_until(ex, lambda: probe.now() >= t_cancel, 5.0)
     n0 = len(probe.states)
@@ -178,7 +158,7 @@ def test_cancel_decelerates_within_limits(graph):
         return False
 
     assert spin_until(ex, lambda: sample_ref() or fut.done(), 5.0)
-    result = result_of(ex, handle)
+    result = arm.result_of(handle)
     assert "canceled" in result.error_string
     a_max = bridge.limits.acceleration[WAIST]
     t_stop = v0 / (bridge.cfg.stop_deceleration_scale * a_max)
@@ -200,12 +180,12 @@ def test_cancel_decelerates_within_limits(graph):
     assert np.ptp(q[late]) < 0.01  # standing still
 
 
-def test_watchdog_holds_last_commanded_position(graph):
+def test_watchdog_holds_last_commanded_position(graph, arm):
     ex, probe, bridge = graph
     target = settle_target(probe)
     target[WAIST] -= 0.2
     probe.diag.clear()
-    result = result_of(ex, send(ex, probe, rest_goal(target, 0.5)))
+    result = arm.result_of(arm.send(arm.rest_goal(target, 0.5)))
     assert result.error_code == 0
     t_end = probe.now()
     spin_until(ex, lambda: probe.now() > t_end + WATCHDOG_S + 0.5, 5.0)
@@ -223,7 +203,7 @@ MESSAGES = {"nan": "non-finite", "unknown": "unknown joint", "missing": "missing
 
 
 @pytest.mark.parametrize("case", ["nan", "unknown", "missing", "times", "position", "velocity", "acceleration", "jump"])
-def test_invalid_goals_are_rejected_without_motion(graph, case):
+def test_invalid_goals_are_rejected_without_motion(graph, case, arm):
     ex, probe, _ = graph
     spin_until(ex, lambda: False, 0.2)
     q0 = probe.q.copy()
@@ -254,18 +234,18 @@ def test_invalid_goals_are_rejected_without_motion(graph, case):
         pos = pos[:1].copy()
         pos[0, WAIST] += 0.3
         times = [0.0]
-    result = result_of(ex, send(ex, probe, make_goal(times, pos, vel, acc, names)))
+    result = arm.result_of(arm.send(arm.make_goal(times, pos, vel, acc, names)))
     assert result.error_code == expected, result.error_string
     assert MESSAGES[case] in result.error_string, result.error_string
     spin_until(ex, lambda: False, 0.4)
     assert np.all(np.abs((probe.q - q0)[[0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12]]) < 0.01)
 
 
-def test_streamed_trajectory_is_followed(graph):
+def test_streamed_trajectory_is_followed(graph, arm):
     ex, probe, _ = graph
     target = settle_target(probe)
     target[WAIST] += 0.2
-    goal = rest_goal(target, 0.6)
+    goal = arm.rest_goal(target, 0.6)
     probe.stream.publish(goal.trajectory)
     t0, wall0 = probe.now(), time.monotonic()
     # sim time may run slower than the wall clock on a loaded machine: wait for it, never for the wall

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.embodiments.aloha.model import AlohaModelError, START_ARM_POSE
+from plan_stack.embodiments.aloha.model import START_ARM_POSE, AlohaModelError
 from plan_stack.embodiments.aloha.sim import AlohaSim, CameraRenderer
 
 

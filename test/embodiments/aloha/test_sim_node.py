@@ -22,8 +22,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from plan_stack.config import ConfigError  # noqa: E402
 from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, camera_model  # noqa: E402
 from plan_stack.embodiments.aloha.sim_node import AlohaSimConfig, AlohaSimNode  # noqa: E402
-from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"

@@ -18,7 +18,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 
 from plan_stack.embodiments.drive.bridge_node import DriveBridgeNode  # noqa: E402
 from plan_stack.msg import DriveTrajectory, Primitive, VisualPlan  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 from plan_stack.ros.time import s_to_stamp, stamp_to_s  # noqa: E402
 

@@ -25,15 +25,10 @@ from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from plan_stack.embodiments.drive.bridge_node import DriveBridgeNode  # noqa: E402
 from plan_stack.embodiments.drive.sim_node import DriveSimNode  # noqa: E402
 from plan_stack.msg import DriveTrajectory, Primitive, VisualPlan  # noqa: E402
-from plan_stack.ros.conventions import (  # noqa: E402
-    DIAGNOSTICS_QOS,
-    ERROR,
-    LATCHED_QOS,
-    RELIABLE_QOS,
-    SENSOR_QOS,
-    ParameterError,
-)
+from plan_stack.ros.diagnostics import ERROR  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
+from plan_stack.ros.params import ParameterError  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
@@ -53,16 +48,6 @@ def _plan(stamp, points, horizon_s, kind="drive_3d") -> VisualPlan:
     return plan
 
 
-def wait_for(predicate, timeout_s: float) -> bool:
-    """Poll while the executor spins on its own thread (the sim streams faster than spin_once keeps up)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
 def test_sim_rejects_rates_above_physics():
     with ros_context() as ctx:
         with pytest.raises(ParameterError, match="^odom_rate_hz"):
@@ -70,7 +55,7 @@ def test_sim_rejects_rates_above_physics():
                                                            Parameter("scene.timestep_s", value=0.02)])
 
 
-def test_drive_stack_end_to_end():
+def test_drive_stack_end_to_end(wait_for):
     with ros_context() as ctx:
         sim = DriveSimNode(context=ctx, parameter_overrides=[
             Parameter("camera_width", value=W), Parameter("camera_height", value=H),

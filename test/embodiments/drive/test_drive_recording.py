@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from plan_stack.data.bags import read_bag
 from plan_stack.embodiments.drive.recording import FORMAT, DriveRecordOptions, ego_waypoints, record_episode
-from plan_stack.embodiments.recording import read_bag
 
 
 @pytest.fixture(scope="module")

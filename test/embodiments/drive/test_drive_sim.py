@@ -2,7 +2,6 @@
 pose lookups interpolate, and the camera model projects road points onto the rendered lane marks."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 

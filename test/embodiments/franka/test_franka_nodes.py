@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -25,10 +24,9 @@ from plan_stack.action import ExecuteTrajectory  # noqa: E402
 from plan_stack.embodiments.franka.bridge_node import FrankaBridgeNode  # noqa: E402
 from plan_stack.embodiments.franka.model import READY_POSE  # noqa: E402
 from plan_stack.embodiments.franka.sim_node import FrankaSimNode  # noqa: E402
-from plan_stack.embodiments.joint_trajectory import Trajectory  # noqa: E402
-from plan_stack.embodiments.trajectory_convert import trajectory_to_msg  # noqa: E402
-from plan_stack.ros.conventions import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS, WARN  # noqa: E402
+from plan_stack.ros.diagnostics import WARN  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
@@ -37,17 +35,8 @@ NAMES = [f"fr3_joint{i}" for i in range(1, 8)] + ["fr3_gripper"]
 WATCHDOG_S = 0.4
 
 
-def wait_for(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
-
-
 class Probe(Node):
-    def __init__(self, context) -> None:
+    def __init__(self, context, wait_for) -> None:
         super().__init__("probe", context=context, parameter_overrides=[Parameter("use_sim_time", value=True)])
         self.states: list[tuple[float, np.ndarray]] = []
         self.diag: list = []
@@ -56,6 +45,7 @@ class Probe(Node):
         self.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diag.extend(m.status), 50)
         self.create_subscription(JointState, "franka_gripper/move", self.moves.append, RELIABLE_QOS)
         self.client = ActionClient(self, ExecuteTrajectory, "execute_trajectory")
+        self.wait_for = wait_for
 
     def _js(self, msg: JointState) -> None:
         p = list(msg.position)
@@ -71,42 +61,18 @@ class Probe(Node):
 
     def sleep_sim(self, dt: float) -> None:
         t_end = self.now() + dt
-        assert wait_for(lambda: self.now() >= t_end, 10.0 + 3 * dt)
-
-
-def make_goal(times, positions, velocities=None, accelerations=None, names=NAMES) -> ExecuteTrajectory.Goal:
-    traj = Trajectory(tuple(names), 0.0, times, positions, velocities, accelerations)
-    return ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(traj))
-
-
-def rest_goal(target, duration):
-    z = np.zeros((1, 8))
-    return make_goal([duration], np.asarray(target)[None, :], z, z)
-
-
-def send(probe, goal, feedback=None, timeout=15.0):
-    fut = probe.client.send_goal_async(goal, feedback_callback=feedback)
-    assert wait_for(fut.done, timeout)
-    handle = fut.result()
-    assert handle.accepted
-    return handle
-
-
-def result_of(handle, timeout=20.0):
-    fut = handle.get_result_async()
-    assert wait_for(fut.done, timeout)
-    return fut.result().result
+        assert self.wait_for(lambda: self.now() >= t_end, 10.0 + 3 * dt)
 
 
 @pytest.fixture(scope="module")
-def graph():
+def graph(wait_for):
     with ros_context() as ctx:
         sim = FrankaSimNode(context=ctx, parameter_overrides=[
             Parameter("camera_rate_hz", value=0.0), Parameter("ground_truth_rate_hz", value=0.0),
             Parameter("clock_rate_hz", value=100.0), Parameter("joint_state_rate_hz", value=50.0)])
         bridge = FrankaBridgeNode(context=ctx, parameter_overrides=[
             Parameter("use_sim_time", value=True), Parameter("watchdog_timeout", value=WATCHDOG_S)])
-        probe = Probe(ctx)
+        probe = Probe(ctx, wait_for)
         with executor_with(ctx, sim, bridge, probe) as ex:
             spinner = threading.Thread(target=ex.spin, daemon=True)
             spinner.start()
@@ -115,7 +81,13 @@ def graph():
             yield probe, bridge, sim
 
 
-def test_sim_publishes_its_topics_on_sim_time():
+@pytest.fixture(scope="module")
+def arm(graph, arm_goals, wait_for):
+    probe, _, _ = graph
+    return arm_goals(NAMES, probe.client, wait_for, result_timeout_s=20.0)
+
+
+def test_sim_publishes_its_topics_on_sim_time(wait_for):
     with ros_context() as ctx:
         sim = FrankaSimNode(context=ctx, parameter_overrides=[
             Parameter("camera_width", value=48), Parameter("camera_height", value=36),
@@ -149,14 +121,14 @@ def test_sim_publishes_its_topics_on_sim_time():
             assert got["cube"][-1].pose.position.z == pytest.approx(0.02, abs=0.003)
 
 
-def test_goal_reaches_target_with_feedback_and_gripper(graph):
+def test_goal_reaches_target_with_feedback_and_gripper(graph, arm, wait_for):
     probe, bridge, sim = graph
     target = probe.q.copy()
     target[[0, 3, 6]] += [0.3, 0.2, -0.3]
     target[7] = 0.03
     fb = []
     n_moves = len(probe.moves)
-    result = result_of(send(probe, rest_goal(target, 1.0), feedback=lambda m: fb.append(m.feedback)))
+    result = arm.result_of(arm.send(arm.rest_goal(target, 1.0), feedback=lambda m: fb.append(m.feedback)))
     assert result.error_code == ExecuteTrajectory.Result.SUCCESSFUL, result.error_string
     t = [f.time_from_start for f in fb]
     err = [f.max_tracking_error for f in fb]
@@ -172,36 +144,36 @@ def test_goal_reaches_target_with_feedback_and_gripper(graph):
     assert all(0 < m.velocity[0] <= 0.1 for m in moves)
 
 
-def test_replacement_mid_motion_has_no_jump(graph):
+def test_replacement_mid_motion_has_no_jump(graph, arm):
     probe, _, _ = graph
     start = probe.q.copy()
     a, b = start.copy(), start.copy()
     a[0] += 0.6
     b[0] -= 0.3
-    first = send(probe, rest_goal(a, 1.5))
+    first = arm.send(arm.rest_goal(a, 1.5))
     probe.sleep_sim(0.7)
     n_before = len(probe.states)
     assert probe.q[0] > start[0] + 0.1
-    second = send(probe, rest_goal(b, 1.5))
-    r1 = result_of(first)
+    second = arm.send(arm.rest_goal(b, 1.5))
+    r1 = arm.result_of(first)
     assert r1.error_code != 0 and "preempted" in r1.error_string
-    assert result_of(second).error_code == 0
+    assert arm.result_of(second).error_code == 0
     t = np.array([s[0] for s in probe.states[n_before - 5:]])
     q = np.array([s[1][0] for s in probe.states[n_before - 5:]])
     speed = np.abs(np.diff(q)) / np.maximum(np.diff(t), 1e-3)
     assert speed.max() < 1.5, speed.max()  # quintic 0.6 rad / 1.5 s peaks at 0.75 rad/s
 
 
-def test_cancel_stops_short_of_the_goal(graph):
+def test_cancel_stops_short_of_the_goal(graph, arm, wait_for):
     probe, bridge, _ = graph
     start = probe.q.copy()
     target = start.copy()
     target[0] += 1.2
-    handle = send(probe, rest_goal(target, 2.0))
+    handle = arm.send(arm.rest_goal(target, 2.0))
     probe.sleep_sim(0.9)
     fut = handle.cancel_goal_async()
     assert wait_for(fut.done, 5.0)
-    assert "canceled" in result_of(handle).error_string
+    assert "canceled" in arm.result_of(handle).error_string
     probe.sleep_sim(1.0)
     n0 = len(probe.states)
     probe.sleep_sim(0.3)
@@ -209,12 +181,12 @@ def test_cancel_stops_short_of_the_goal(graph):
     assert q.max() < target[0] - 0.2 and np.ptp(q) < 0.01  # stopped, standing still
 
 
-def test_watchdog_holds_last_commanded_position(graph):
+def test_watchdog_holds_last_commanded_position(graph, arm):
     probe, bridge, _ = graph
     target = probe.q.copy()
     target[1] -= 0.2
     probe.diag.clear()
-    assert result_of(send(probe, rest_goal(target, 0.5))).error_code == 0
+    assert arm.result_of(arm.send(arm.rest_goal(target, 0.5))).error_code == 0
     probe.sleep_sim(WATCHDOG_S + 0.5)
     n0 = len(probe.states)
     probe.sleep_sim(0.5)
@@ -225,7 +197,7 @@ def test_watchdog_holds_last_commanded_position(graph):
 
 
 @pytest.mark.parametrize("case", ["nan", "unknown", "position", "velocity", "acceleration", "gripper"])
-def test_invalid_goals_are_rejected_without_motion(graph, case):
+def test_invalid_goals_are_rejected_without_motion(graph, case, arm):
     probe, _, _ = graph
     probe.sleep_sim(0.1)
     q0 = probe.q.copy()
@@ -250,7 +222,7 @@ def test_invalid_goals_are_rejected_without_motion(graph, case):
     elif case == "gripper":
         pos[1, 7] = 0.0
         times = [0.5, 0.6]  # 0.08 m in 0.1 s > 0.1 m/s
-    result = result_of(send(probe, make_goal(times, pos, vel, acc, names)))
+    result = arm.result_of(arm.send(arm.make_goal(times, pos, vel, acc, names)))
     assert result.error_code == expected, result.error_string
     probe.sleep_sim(0.3)
     assert np.abs(probe.q - q0).max() < 0.005

@@ -8,17 +8,16 @@ points outside the image (or behind the camera) marked; plus the 2D boxes of
 the task objects seen by `cam_high` (from the renderer's segmentation, so
 occlusion by the arms is respected). The JSON format is documented in
 docs/aloha.md and versioned by `FORMAT`; the pieces shared with the other
-recorders are in `embodiments.annotation`.
+recorders are in `data.annotation`.
 """
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from plan_stack.embodiments.aloha.model import ARMS
-from plan_stack.embodiments.annotation import (
+from plan_stack.data.annotation import (
     KeyframeInput,
     Subtask,
     camera_annotation,
@@ -27,6 +26,7 @@ from plan_stack.embodiments.annotation import (
     subtask_at,
     subtasks_annotation,
 )
+from plan_stack.embodiments.aloha.model import ARMS
 from plan_stack.embodiments.camera import CameraModel
 
 __all__ = ["FORMAT", "build_annotation", "read_annotation"]

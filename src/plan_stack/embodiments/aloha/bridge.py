@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from plan_stack.config import ConfigError, param, validate
+from plan_stack.embodiments import validation
 from plan_stack.embodiments.aloha.model import (
     ARM_JOINTS,
     GRIPPER_CLOSE_M,
@@ -20,7 +21,6 @@ from plan_stack.embodiments.aloha.model import (
     JOINT_NAMES,
     gripper_to_joint,
 )
-from plan_stack.embodiments import validation
 from plan_stack.embodiments.joint_trajectory import Trajectory
 from plan_stack.embodiments.validation import JointLimits, LimitsError, limits_from_urdf
 

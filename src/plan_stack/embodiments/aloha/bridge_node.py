@@ -23,7 +23,8 @@ from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
 from plan_stack.embodiments.joint_trajectory import Reference, Trajectory
 from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
 from plan_stack.embodiments.validation import JointLimits
-from plan_stack.ros import conventions
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.qos import RELIABLE_QOS
 
 __all__ = ["AlohaBridgeNode", "main"]
 
@@ -36,7 +37,7 @@ class AlohaBridgeNode(ArmBridgeNode):
 
     def _configure(self, cfg: AlohaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
         self.state_joint_names = JOINT_NAMES
-        self._pubs = {key: self.create_publisher(JointTrajectory, f"{name}/joint_trajectory", conventions.RELIABLE_QOS)
+        self._pubs = {key: self.create_publisher(JointTrajectory, f"{name}/joint_trajectory", RELIABLE_QOS)
                       for key, name in cfg.controllers.items()}
         return JOINT_NAMES, load_limits(cfg)
 
@@ -57,4 +58,4 @@ class AlohaBridgeNode(ArmBridgeNode):
         return self._follower.peek(t0), t0
 
 
-main = conventions.node_main(AlohaBridgeNode)
+main = node_main(AlohaBridgeNode)

@@ -106,6 +106,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
              width: int = 320, height: int = 240, timeout_s: float = 120.0) -> bool:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("MUJOCO_GL", "egl")
+    from geometry_msgs.msg import PoseStamped
     from rclpy.action import ActionClient
     from rclpy.node import Node
     from rclpy.parameter import Parameter
@@ -113,19 +114,18 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
     from sensor_msgs.msg import CameraInfo, Image, JointState
-    from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Int32, String
     from trajectory_msgs.msg import JointTrajectory
 
     from plan_stack.action import ExecuteTrajectory
+    from plan_stack.data.recording import new_bag_path
     from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits
     from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode
     from plan_stack.embodiments.aloha.model import CAMERAS, task_spec
     from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
-    from plan_stack.embodiments.recording import new_bag_path
     from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
-    from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.image import image_to_numpy
+    from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
     stem = f"demo_{task}_{seed:04d}"
@@ -224,9 +224,9 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
 
 def _plan_picture(bag_path, png, task, seed, episode, traj, t_goal_s, width, height):
     """The run's plan picture (plan_stack.viz.episode): each sub-task's future gripper paths on cam_high."""
+    from plan_stack.data.annotation import Subtask
     from plan_stack.embodiments.aloha.model import camera_model, camera_pose
     from plan_stack.embodiments.aloha.sim import AlohaSim
-    from plan_stack.embodiments.annotation import Subtask
     from plan_stack.viz.episode import demo_plan_picture
 
     sim = AlohaSim(task)

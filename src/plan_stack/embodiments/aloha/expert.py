@@ -15,9 +15,10 @@ import functools
 
 import numpy as np
 
+from plan_stack.data.annotation import Subtask
 from plan_stack.embodiments.aloha.model import (
-    ARMS,
     ARM_JOINTS,
+    ARMS,
     START_ARM_POSE,
     START_GRIPPER_M,
     gripper_to_joint,
@@ -25,7 +26,6 @@ from plan_stack.embodiments.aloha.model import (
     stack_to_joint,
     task_spec,
 )
-from plan_stack.embodiments.annotation import Subtask
 
 __all__ = ["Waypoint", "Subtask", "ExpertEpisode", "waypoints_for", "plan_episode", "replay"]
 
@@ -186,7 +186,7 @@ def _interpolate(waypoints: list[Waypoint], t: float) -> tuple[np.ndarray, np.nd
     return np.asarray(last.xyz), np.asarray(last.quat), last.gripper
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _end_effector_model(task: str):
     """Compiled once per task (compiling takes ~0.3 s); read-only here, each plan has its own MjData."""
     return load_model(task, end_effector=True)

@@ -1,6 +1,6 @@
 """Record scripted demonstrations as rosbag2 (MCAP) + annotation JSON, without ROS.
 
-Written with the shared `embodiments.recording.BagWriter` (rosbags, Kilted
+Written with the shared `data.bags.BagWriter` (rosbags, Kilted
 type store). Topics (absolute names, as a recorder on the simulator's graph
 would see them):
 
@@ -24,10 +24,11 @@ import os
 
 import numpy as np
 
+from plan_stack.data.annotation import KeyframeInput, box_from_mask, write_annotation
+from plan_stack.data.bags import BagWriter
+from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
 from plan_stack.embodiments.aloha.annotation import build_annotation
 from plan_stack.embodiments.aloha.model import ARMS, CAMERAS, JOINT_NAMES, stack_to_joint
-from plan_stack.embodiments.annotation import KeyframeInput, box_from_mask, write_annotation
-from plan_stack.embodiments.recording import BagWriter, RecordOptions, every_steps, new_bag_path
 
 __all__ = ["RecordOptions", "BagWriter", "record_episode", "TOPICS"]
 

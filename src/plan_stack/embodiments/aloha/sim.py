@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from plan_stack.embodiments.aloha.model import (
-    ARMS,
     ARM_JOINTS,
+    ARMS,
     CAMERAS,
     START_ARM_POSE,
     START_GRIPPER_M,

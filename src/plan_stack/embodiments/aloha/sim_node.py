@@ -38,7 +38,9 @@ from plan_stack.embodiments.node_common import (
     follow_trajectory_msg,
     pose_msg,
 )
-from plan_stack.ros import conventions
+from plan_stack.ros.diagnostics import Diagnostics
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 
 __all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
 
@@ -88,7 +90,7 @@ class AlohaSimNode(SimNode):
         self.sim = AlohaSim(cfg.task, offscreen_size=(cfg.camera_width, cfg.camera_height))
         self.sim.reset(seed=cfg.seed)
         self._lock = threading.Lock()
-        self.diagnostics = conventions.Diagnostics(self, 1.0)
+        self.diagnostics = Diagnostics(self, 1.0)
         start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
         lo, hi = self.sim.command_range
         self._ranges = {key: (lo[[JOINT_NAMES.index(j) for j in joints]], hi[[JOINT_NAMES.index(j) for j in joints]])
@@ -105,15 +107,15 @@ class AlohaSimNode(SimNode):
                 lambda msg, k=key: follow_trajectory_msg(self, k, self._followers[k], msg, self._lock,
                                                          lambda: self.sim.time_s, cfg.max_start_delay,
                                                          self._ranges[k]),
-                conventions.RELIABLE_QOS)
+                RELIABLE_QOS)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
-        self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        self._js_pub = self.create_publisher(JointState, "joint_states", SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_optical_frame" for c in cfg.cameras}, cfg.camera_rate_hz)
-        self._obj_pub = {o: self.create_publisher(PoseStamped, f"ground_truth/{o}/pose", conventions.SENSOR_QOS)
+        self._obj_pub = {o: self.create_publisher(PoseStamped, f"ground_truth/{o}/pose", SENSOR_QOS)
                          for o in self.sim.task.objects}
-        self._grip_pub = {a: self.create_publisher(PoseStamped, f"ground_truth/{a}_gripper/pose", conventions.SENSOR_QOS)
+        self._grip_pub = {a: self.create_publisher(PoseStamped, f"ground_truth/{a}_gripper/pose", SENSOR_QOS)
                           for a in ("left", "right")}
-        self._reward_pub = self.create_publisher(Int32, "ground_truth/reward", conventions.RELIABLE_QOS)
+        self._reward_pub = self.create_publisher(Int32, "ground_truth/reward", RELIABLE_QOS)
         self._js, self._gt = Every(cfg.joint_state_rate_hz), Every(cfg.ground_truth_rate_hz)
         self._cmd = np.zeros(14)
         self.start_physics("aloha_sim_physics", cfg.real_time_factor)
@@ -160,4 +162,4 @@ class AlohaSimNode(SimNode):
         self._reward_pub.publish(Int32(data=int(self.sim.reward())))
 
 
-main = conventions.node_main(AlohaSimNode)
+main = node_main(AlohaSimNode)

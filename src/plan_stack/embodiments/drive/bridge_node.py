@@ -24,38 +24,42 @@ from plan_stack.embodiments.drive.errors import DriveError
 from plan_stack.embodiments.drive.msg_convert import ego_from_odometry, primitives_of, trajectory_to_msg
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams
-from plan_stack.ros.time import clock_s, stamp_to_s
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.msg import VisualPlan
-from plan_stack.ros import conventions
+from plan_stack.ros.clock import on_clock_reset
+from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import declare_config
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["DriveBridgeNode", "main"]
 
-_LEVEL = {Outcome.FORWARDED: conventions.OK, Outcome.SMOOTHED: conventions.WARN}
+_LEVEL = {Outcome.FORWARDED: OK, Outcome.SMOOTHED: WARN}
 
 
 class DriveBridgeNode(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("drive_bridge", **kwargs)
-        self.cfg = conventions.declare_config(self, DriveBridgeConfig)
-        self.vehicle = conventions.declare_config(self, VehicleParams, prefix="vehicle")
-        self.conversion = conventions.declare_config(self, DriveTrajectoryConfig, prefix="limits")
+        self.cfg = declare_config(self, DriveBridgeConfig)
+        self.vehicle = declare_config(self, VehicleParams, prefix="vehicle")
+        self.conversion = declare_config(self, DriveTrajectoryConfig, prefix="limits")
         self.bridge = DriveBridge(self.vehicle, self.conversion, self.cfg)
         self._lock = threading.Lock()
-        self.diagnostics = conventions.Diagnostics(self, 1.0)
-        self._pub = self.create_publisher(DriveTrajectoryMsg, "drive_trajectory", conventions.RELIABLE_QOS)
-        self.create_subscription(Odometry, "odom", self._on_odom, conventions.SENSOR_QOS)
-        self.create_subscription(VisualPlan, "plan", self._on_plan, conventions.RELIABLE_QOS)
+        self.diagnostics = Diagnostics(self, 1.0)
+        self._pub = self.create_publisher(DriveTrajectoryMsg, "drive_trajectory", RELIABLE_QOS)
+        self.create_subscription(Odometry, "odom", self._on_odom, SENSOR_QOS)
+        self.create_subscription(VisualPlan, "plan", self._on_plan, RELIABLE_QOS)
         self.create_timer(self.cfg.watchdog_timeout / 4.0, self._watchdog)
         self.clock_resets = 0
-        conventions.on_clock_reset(self, self._on_clock_reset)
+        on_clock_reset(self, self._on_clock_reset)
 
     def _on_clock_reset(self) -> None:
         with self._lock:
             self.bridge.reset()
             self.clock_resets += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped odometry and the forwarded plan")
-        self.diagnostics.report("clock", conventions.WARN, "clock jumped back: odometry and plan dropped", now=True,
+        self.diagnostics.report("clock", WARN, "clock jumped back: odometry and plan dropped", now=True,
                                 clock_resets=self.clock_resets)
 
     def _now(self) -> float:
@@ -67,7 +71,7 @@ class DriveBridgeNode(Node):
             with self._lock:
                 self.bridge.add_odometry(ego, self._now())
         except DriveError as exc:
-            self.diagnostics.report("odometry", conventions.ERROR, str(exc), now=True)
+            self.diagnostics.report("odometry", ERROR, str(exc), now=True)
 
     def _on_plan(self, msg: VisualPlan) -> None:
         with self._lock:
@@ -80,7 +84,7 @@ class DriveBridgeNode(Node):
                                     duration_s=f"{decision.trajectory.duration_s:.3f}")
             return
         self.get_logger().warning(f"plan {decision.outcome.value}: {decision.message}")
-        self.diagnostics.report("plans", conventions.ERROR, f"{decision.outcome.value}: {decision.message}", now=True,
+        self.diagnostics.report("plans", ERROR, f"{decision.outcome.value}: {decision.message}", now=True,
                                 outcome=decision.outcome.value)
 
     def _watchdog(self) -> None:
@@ -88,13 +92,13 @@ class DriveBridgeNode(Node):
             decision = self.bridge.watchdog(self._now())
         if decision is None:
             if self.bridge.history.latest is None:
-                self.diagnostics.report("watchdog", conventions.STALE, "waiting for odometry")
+                self.diagnostics.report("watchdog", STALE, "waiting for odometry")
             elif not self.bridge.stopped:
-                self.diagnostics.report("watchdog", conventions.OK, "a valid plan covers the present")
+                self.diagnostics.report("watchdog", OK, "a valid plan covers the present")
             return
         self._pub.publish(trajectory_to_msg(decision.trajectory, decision.stamp_s))
-        self.diagnostics.report("watchdog", conventions.WARN, decision.message, now=True,
+        self.diagnostics.report("watchdog", WARN, decision.message, now=True,
                                 stop_duration_s=f"{decision.trajectory.duration_s:.3f}")
 
 
-main = conventions.node_main(DriveBridgeNode)
+main = node_main(DriveBridgeNode)

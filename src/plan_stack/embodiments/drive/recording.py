@@ -1,6 +1,6 @@
 """Record scripted driving demonstrations as rosbag2 (MCAP) + annotation JSON, without ROS.
 
-Written with the shared `embodiments.recording.BagWriter` (rosbags, Kilted type store);
+Written with the shared `data.bags.BagWriter` (rosbags, Kilted type store);
 bag time is sim time (episode start = 0 s).
 
 | topic | type | rate |
@@ -25,14 +25,15 @@ import os
 
 import numpy as np
 
-from plan_stack.embodiments.annotation import box_from_mask, write_annotation
+from plan_stack.data.annotation import box_from_mask, write_annotation
+from plan_stack.data.bags import BagWriter
+from plan_stack.data.recording import check_image_size, every_steps, new_bag_path
 from plan_stack.embodiments.camera import project_points, world_to_camera
 from plan_stack.embodiments.drive.expert import DriverConfig, ScriptedDriver
 from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit
 from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, FrontCamera
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig, Status, convert_waypoints
 from plan_stack.embodiments.drive.vehicle import VehicleParams
-from plan_stack.embodiments.recording import BagWriter, check_image_size, every_steps, new_bag_path
 
 __all__ = ["FORMAT", "INSTRUCTION", "DriveRecordOptions", "record_episode", "TOPICS", "ego_waypoints"]
 

@@ -33,7 +33,10 @@ from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 from plan_stack.embodiments.node_common import CameraPublisher, ClockPublisher, Every, SimNode
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
-from plan_stack.ros import conventions
+from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import ParameterError, declare_config
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 
 __all__ = ["DriveSimConfig", "DriveSimNode", "main"]
 
@@ -63,24 +66,24 @@ class DriveSimNode(SimNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("drive_sim", **kwargs)
         self.cfg = cfg = self.declare_sim_config(DriveSimConfig)
-        scene = conventions.declare_config(self, DriveSceneConfig, prefix="scene")
-        self.vehicle = conventions.declare_config(self, VehicleParams, prefix="vehicle")
-        follower = conventions.declare_config(self, FollowerConfig, prefix="follower")
+        scene = declare_config(self, DriveSceneConfig, prefix="scene")
+        self.vehicle = declare_config(self, VehicleParams, prefix="vehicle")
+        follower = declare_config(self, FollowerConfig, prefix="follower")
         rate_cap = 1.0 / scene.timestep_s
         for name in ("odom_rate_hz", "clock_rate_hz", "camera_rate_hz"):
             if getattr(cfg, name) > rate_cap:
-                raise conventions.ParameterError(f"{name}: exceeds the {rate_cap:g} Hz physics rate "
+                raise ParameterError(f"{name}: exceeds the {rate_cap:g} Hz physics rate "
                                                  f"(node '{self.get_fully_qualified_name()}')")
         self.sim = DriveSim(scene, self.vehicle, seed=cfg.seed, offscreen_size=(cfg.camera_width, cfg.camera_height))
         self.follower = PurePursuit(self.vehicle, follower)
         self._lock = threading.Lock()
-        self.diagnostics = conventions.Diagnostics(self, 1.0)
+        self.diagnostics = Diagnostics(self, 1.0)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
-        self._odom_pub = self.create_publisher(Odometry, "odom", conventions.SENSOR_QOS)
+        self._odom_pub = self.create_publisher(Odometry, "odom", SENSOR_QOS)
         self._cameras = CameraPublisher(self, {"front": cfg.camera_frame}, cfg.camera_rate_hz)
-        obstacles = self.create_publisher(PoseArray, "ground_truth/obstacles", conventions.LATCHED_QOS)
+        obstacles = self.create_publisher(PoseArray, "ground_truth/obstacles", LATCHED_QOS)
         obstacles.publish(self._obstacles_msg())
-        self.create_subscription(DriveTrajectoryMsg, "drive_trajectory", self._on_trajectory, conventions.RELIABLE_QOS)
+        self.create_subscription(DriveTrajectoryMsg, "drive_trajectory", self._on_trajectory, RELIABLE_QOS)
         self._odom = Every(cfg.odom_rate_hz)
         self._reported = (None, False)
         self.start_physics("drive_sim_physics", cfg.real_time_factor)
@@ -111,7 +114,7 @@ class DriveSimNode(SimNode):
                 self.follower.set_trajectory(traj, stamp)
         except DriveError as exc:
             self.get_logger().warning(f"rejected drive_trajectory: {exc}")
-            self.diagnostics.report("drive_trajectory", conventions.ERROR, f"rejected: {exc}", now=True)
+            self.diagnostics.report("drive_trajectory", ERROR, f"rejected: {exc}", now=True)
 
     # --- physics thread ---------------------------------------------------------
 
@@ -138,7 +141,7 @@ class DriveSimNode(SimNode):
         if safety != self._reported:
             self._reported = safety
             bad = safety[0] is not None or safety[1]
-            self.diagnostics.report("safety", conventions.ERROR if bad else conventions.OK,
+            self.diagnostics.report("safety", ERROR if bad else OK,
                                     "collision or road departure" if bad else "on the road, no collision",
                                     now=bad, collided_with=safety[0], left_road=safety[1])
 
@@ -152,4 +155,4 @@ class DriveSimNode(SimNode):
         return msg
 
 
-main = conventions.node_main(DriveSimNode)
+main = node_main(DriveSimNode)

@@ -125,7 +125,7 @@ class DriveTrajectory:
     def duration_s(self) -> float:
         return float(self.times_s[-1])
 
-    def transformed(self, x0: float, y0: float, yaw0: float, frame_id: str) -> "DriveTrajectory":
+    def transformed(self, x0: float, y0: float, yaw0: float, frame_id: str) -> DriveTrajectory:
         """The same trajectory with poses expressed in a frame where the ego origin is at (x0, y0, yaw0)."""
         c, s = math.cos(yaw0), math.sin(yaw0)
         return dataclasses.replace(self, x=x0 + c * self.x - s * self.y, y=y0 + s * self.x + c * self.y,

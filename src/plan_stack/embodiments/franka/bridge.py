@@ -21,8 +21,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from plan_stack.config import ConfigError, param, validate
-from plan_stack.embodiments.franka.model import DEFAULT_JOINT_NAMES, MAX_WIDTH_M
 from plan_stack.embodiments import validation
+from plan_stack.embodiments.franka.model import DEFAULT_JOINT_NAMES, MAX_WIDTH_M
 from plan_stack.embodiments.validation import JointLimits, LimitsError, limits_from_urdf
 
 __all__ = ["FrankaBridgeConfig", "find_urdf", "load_limits", "gripper_move"]

@@ -23,7 +23,8 @@ from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_mov
 from plan_stack.embodiments.joint_trajectory import Trajectory
 from plan_stack.embodiments.trajectory_convert import trajectory_to_msg
 from plan_stack.embodiments.validation import JointLimits
-from plan_stack.ros import conventions
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.qos import RELIABLE_QOS
 
 __all__ = ["FrankaBridgeNode", "main"]
 
@@ -39,8 +40,8 @@ class FrankaBridgeNode(ArmBridgeNode):
     def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], JointLimits]:
         self.state_joint_names = (*cfg.arm_joints, *cfg.finger_joint_names)
         self._arm_pub = self.create_publisher(JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
-                                              conventions.RELIABLE_QOS)
-        self._grip_pub = self.create_publisher(JointState, f"{cfg.gripper}/move", conventions.RELIABLE_QOS)
+                                              RELIABLE_QOS)
+        self._grip_pub = self.create_publisher(JointState, f"{cfg.gripper}/move", RELIABLE_QOS)
         return cfg.joint_names, load_limits(cfg)
 
     def _goal_checks(self, cfg: FrankaBridgeConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -73,4 +74,4 @@ class FrankaBridgeNode(ArmBridgeNode):
         self._grip_pub.publish(JointState(name=[self.cfg.gripper_joint], position=[move[0]], velocity=[move[1]]))
 
 
-main = conventions.node_main(FrankaBridgeNode)
+main = node_main(FrankaBridgeNode)

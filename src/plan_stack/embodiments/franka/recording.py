@@ -1,9 +1,9 @@
 """Record scripted Franka pick-and-place demonstrations as rosbag2 (MCAP) + annotation JSON, without ROS.
 
 Same layout and annotation schema as the ALOHA recorder (docs/aloha.md), for
-one arm: the bag is written with the shared `embodiments.recording.BagWriter`
+one arm: the bag is written with the shared `data.bags.BagWriter`
 (rosbags, Kilted type store), options are the shared `RecordOptions`, and
-the annotation uses the shared `embodiments.annotation` pieces (arc-length
+the annotation uses the shared `data.annotation` pieces (arc-length
 resampling of the future tool-centre path until the end of the current
 sub-task, projection into the external camera, object boxes from
 segmentation); its `arms` map has the single key `single` (a single-arm
@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from plan_stack.embodiments.annotation import (
+from plan_stack.data.annotation import (
     KeyframeInput,
     Subtask,
     box_from_mask,
@@ -37,10 +37,11 @@ from plan_stack.embodiments.annotation import (
     subtasks_annotation,
     write_annotation,
 )
+from plan_stack.data.bags import BagWriter
+from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
 from plan_stack.embodiments.franka.expert import ExpertConfig, plan_pick_place
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, MAX_WIDTH_M, READY_POSE
 from plan_stack.embodiments.joint_trajectory import TrajectoryFollower
-from plan_stack.embodiments.recording import BagWriter, RecordOptions, every_steps, new_bag_path
 
 __all__ = ["FORMAT", "INSTRUCTION", "RecordOptions", "Subtask", "record_episode", "TOPICS"]
 

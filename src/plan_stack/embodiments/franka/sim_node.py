@@ -35,7 +35,9 @@ from plan_stack.embodiments.node_common import (
     follow_trajectory_msg,
     pose_msg,
 )
-from plan_stack.ros import conventions
+from plan_stack.ros.diagnostics import ERROR, Diagnostics
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 
 __all__ = ["FrankaSimConfig", "FrankaSimNode", "main"]
 
@@ -85,21 +87,21 @@ class FrankaSimNode(SimNode):
         self.sim.reset(seed=cfg.seed)
         self._lock = threading.Lock()
         self.follower = TrajectoryFollower(cfg.arm_joint_names, np.array(READY_POSE))
-        self.diagnostics = conventions.Diagnostics(self, 1.0)
+        self.diagnostics = Diagnostics(self, 1.0)
         self.create_subscription(
             JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
             lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s,
                                               cfg.max_start_delay, self.sim.command_range),
-            conventions.RELIABLE_QOS)
-        self.create_subscription(JointState, f"{cfg.gripper}/move", self._on_gripper, conventions.RELIABLE_QOS)
+            RELIABLE_QOS)
+        self.create_subscription(JointState, f"{cfg.gripper}/move", self._on_gripper, RELIABLE_QOS)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
-        self._js_pub = self.create_publisher(JointState, "joint_states", conventions.SENSOR_QOS)
+        self._js_pub = self.create_publisher(JointState, "joint_states", SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_camera_optical_frame" for c in cfg.cameras},
                                         cfg.camera_rate_hz)
-        self._cube_pub = self.create_publisher(PoseStamped, "ground_truth/cube/pose", conventions.SENSOR_QOS)
-        self._tcp_pub = self.create_publisher(PoseStamped, "ground_truth/tcp/pose", conventions.SENSOR_QOS)
-        self._success_pub = self.create_publisher(Bool, "ground_truth/success", conventions.RELIABLE_QOS)
-        target = self.create_publisher(PoseStamped, "ground_truth/target/pose", conventions.LATCHED_QOS)
+        self._cube_pub = self.create_publisher(PoseStamped, "ground_truth/cube/pose", SENSOR_QOS)
+        self._tcp_pub = self.create_publisher(PoseStamped, "ground_truth/tcp/pose", SENSOR_QOS)
+        self._success_pub = self.create_publisher(Bool, "ground_truth/success", RELIABLE_QOS)
+        target = self.create_publisher(PoseStamped, "ground_truth/target/pose", LATCHED_QOS)
         xy = self.sim.target_xy()
         target.publish(pose_msg(Header(frame_id=cfg.world_frame), np.array([xy[0], xy[1], 0.0, 1, 0, 0, 0])))
         self._js, self._gt = Every(cfg.joint_state_rate_hz), Every(cfg.ground_truth_rate_hz)
@@ -115,7 +117,7 @@ class FrankaSimNode(SimNode):
                 self.sim.move_gripper(float(msg.position[0]), float(msg.velocity[0]))
         except FrankaModelError as exc:
             self.get_logger().warning(str(exc))
-            self.diagnostics.report("gripper", conventions.ERROR, f"rejected move: {exc}", now=True)
+            self.diagnostics.report("gripper", ERROR, f"rejected move: {exc}", now=True)
 
     # --- physics thread ---------------------------------------------------------
 
@@ -152,4 +154,4 @@ class FrankaSimNode(SimNode):
         self._js_pub.publish(msg)
 
 
-main = conventions.node_main(FrankaSimNode)
+main = node_main(FrankaSimNode)

@@ -1,33 +1,14 @@
-"""RTC library: alignment, delay estimation, horizon constraint, schedules, training-time
-inputs, prefix conditioning and guidance (toy velocity functions, no trained model)."""
+"""RTC runtime: alignment, delay estimation, the horizon constraint d <= s <= H - d, the chunker state."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-import torch
 
 from plan_stack.actions.errors import RtcError
-from plan_stack.actions.rtc import (
-    DelayEstimator,
-    Guidance,
-    Method,
-    PrefixConditioning,
-    RtcConfig,
-    RtcRuntime,
-    Unguided,
-    align_previous,
-    guidance_weight,
-    integrate,
-    masked_flow_loss,
-    plan_horizon,
-    prefix_weights,
-    sample_delays,
-    training_time_inputs,
-)
+from plan_stack.actions.rtc.runtime import DelayEstimator, Method, RtcConfig, RtcRuntime, align_previous, plan_horizon
 from plan_stack.config import ConfigError
-
 
 # --- alignment -----------------------------------------------------------------------------------
 
@@ -108,124 +89,6 @@ def test_plan_horizon_enforces_d_le_s_le_h_minus_d(d, s, h, trained, expect):
     plan = plan_horizon(d, s, h, trained)
     assert (plan.delay_steps, plan.execution_steps, plan.clamped) == expect
     assert plan.delay_steps <= plan.execution_steps <= h - plan.delay_steps
-
-
-# --- schedules and guidance weight ---------------------------------------------------------------
-
-
-def test_schedules_match_their_formulas():
-    h, d, e = 12, 3, 9
-    i = np.arange(h)
-    lin = np.clip((d - 1 - i) / (e - d + 1) + 1, 0, 1) * (i < e)
-    np.testing.assert_allclose(prefix_weights(d, e, h, "linear"), lin)
-    np.testing.assert_allclose(prefix_weights(d, e, h, "exp"), lin * (np.exp(lin) - 1) / (np.e - 1))
-    np.testing.assert_allclose(prefix_weights(d, e, h, "ones"), (i < e).astype(float))
-    np.testing.assert_allclose(prefix_weights(d, e, h, "zeros"), (i < d).astype(float))
-    w = prefix_weights(d, e, h, "linear")
-    assert np.all(w[:d] == 1.0) and w[e] == 0.0 and np.all(np.diff(w) <= 0)
-    with pytest.raises(ValueError):
-        prefix_weights(d, e, h, "cosine")
-
-
-def test_guidance_weight_formula_in_data_time_and_beta_clip():
-    for t in (0.2, 0.5, 0.8):
-        tau = 1 - t
-        expect = (1 - tau) / tau * (tau**2 + (1 - tau) ** 2) / (1 - tau) ** 2
-        assert guidance_weight(t, 100.0) == pytest.approx(expect)
-        assert guidance_weight(t, 1.0) == pytest.approx(min(expect, 1.0))
-    assert guidance_weight(1.0, 5.0) == 5.0 and guidance_weight(0.0, 5.0) == 5.0
-    assert guidance_weight(0.5, 0.0) == 0.0
-
-
-# --- training-time RTC ---------------------------------------------------------------------------
-
-
-def test_training_time_inputs_give_clean_prefix_and_mask_its_loss():
-    gen = torch.Generator().manual_seed(0)
-    a, eps = torch.randn(3, 6, 2, generator=gen), torch.randn(3, 6, 2, generator=gen)
-    t = torch.tensor([0.9, 0.5, 0.2])
-    x_t, times, mask = training_time_inputs(a, eps, t, torch.tensor([0, 2, 5]))
-    assert torch.equal(times[1], torch.tensor([0, 0, 0.5, 0.5, 0.5, 0.5]))
-    assert torch.equal(x_t[1, :2], a[1, :2]) and torch.equal(x_t[2, :5], a[2, :5])
-    torch.testing.assert_close(x_t[0], 0.1 * a[0] + 0.9 * eps[0])
-    assert mask.tolist() == [[1] * 6, [0, 0, 1, 1, 1, 1], [0] * 5 + [1]]
-    # loss ignores the masked positions entirely
-    v = eps - a
-    v_bad = v.clone()
-    v_bad[1, :2] += 100.0
-    assert masked_flow_loss(v_bad, a, eps, mask).item() == 0.0
-    assert masked_flow_loss(v_bad, a, eps).item() > 0.0
-
-
-def test_sample_delays_respects_the_exclusive_bound_and_temperature():
-    gen = torch.Generator().manual_seed(0)
-    d = sample_delays(4000, 5, gen)
-    assert d.min() == 0 and d.max() == 4
-    e = sample_delays(4000, 5, gen, "exp", temperature=1.0)
-    assert (e == 0).float().mean() > 0.5 > (e == 4).float().mean()
-    with pytest.raises(RtcError, match="max_delay"):
-        sample_delays(1, 0)
-    with pytest.raises(RtcError, match="distribution"):
-        sample_delays(1, 3, distribution="beta")
-
-
-# --- the Euler loop and guides (toy velocity fields) ------------------------------------------------
-
-
-def _toy_fn(target: torch.Tensor):
-    """A denoiser whose clean estimate depends on x (a broad data distribution around `target`),
-    nonlinearly, so the VJP differs from the direct (identity-Jacobian) approximation."""
-
-    def fn(x, t):
-        a_hat = target + 0.5 * x + 0.2 * torch.tanh(x)
-        return (x - a_hat) / t.clamp(min=1e-3)[..., None]
-
-    return fn
-
-
-def test_integrate_recovers_a_point_mass():
-    target = torch.randn(1, 8, 3, generator=torch.Generator().manual_seed(1))
-    fn = lambda x, t: (x - target) / t[..., None]  # noqa: E731
-    out = integrate(fn, torch.randn(1, 8, 3), 10, Unguided())
-    torch.testing.assert_close(out, target)
-    with pytest.raises(RtcError, match="num_steps"):
-        integrate(fn, torch.zeros(1, 8, 3), 0)
-
-
-def test_prefix_conditioning_preserves_the_prefix_exactly_and_sees_clean_time():
-    gen = torch.Generator().manual_seed(2)
-    target, prefix = torch.randn(1, 8, 3, generator=gen), torch.randn(1, 8, 3, generator=gen)
-    seen = []
-
-    def fn(x, t):
-        seen.append(t.clone())
-        return _toy_fn(target)(x, t)
-
-    out = integrate(fn, torch.randn(1, 8, 3, generator=gen), 5, PrefixConditioning(prefix, 3))
-    assert torch.equal(out[:, :3], prefix[:, :3])
-    assert all(torch.all(t[:, :3] == 0) and torch.all(t[:, 3:] > 0) for t in seen)
-
-
-@pytest.mark.parametrize("vjp", [True, False])
-def test_guidance_with_beta_zero_equals_unguided(vjp):
-    gen = torch.Generator().manual_seed(3)
-    target, prefix, noise = (torch.randn(1, 8, 3, generator=gen) for _ in range(3))
-    w = torch.from_numpy(prefix_weights(3, 6, 8, "exp"))
-    plain = integrate(_toy_fn(target), noise, 10, Unguided())
-    guided = integrate(_toy_fn(target), noise, 10, Guidance(prefix, w, beta=0.0, vjp=vjp))
-    torch.testing.assert_close(guided, plain, rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize("vjp", [True, False])
-def test_guidance_pulls_the_prefix_toward_the_previous_chunk(vjp):
-    gen = torch.Generator().manual_seed(4)
-    target, prefix, noise = (torch.randn(1, 8, 3, generator=gen) for _ in range(3))
-    w = torch.from_numpy(prefix_weights(3, 6, 8, "linear"))
-    plain = integrate(_toy_fn(target), noise, 10, Unguided())
-    guided = integrate(_toy_fn(target), noise, 10, Guidance(prefix, w, beta=5.0, vjp=vjp))
-    err = lambda x: (x[:, :3] - prefix[:, :3]).pow(2).mean().item()  # noqa: E731
-    assert err(guided) < 0.5 * err(plain)
-    torch.testing.assert_close(guided[:, 6:], plain[:, 6:], atol=0.2, rtol=0)  # zero-weight tail barely moves
 
 
 # --- runtime ------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ import threading
 import time
 
 import numpy as np
-import rclpy
 import torch
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point
@@ -49,8 +48,11 @@ from plan_stack.paths import find_data
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.model_dir import load_planner_model
 from plan_stack.planning.runtime import FrameInput, MalformedObservation, PlannerRuntime, PlanOutput, RuntimeConfig
-from plan_stack.ros import conventions
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.image import ImageError, image_to_numpy
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import ParameterError, declare_config
+from plan_stack.ros.qos import RELIABLE_QOS
 from plan_stack.ros.time import clock_s, stamp_to_s
 
 __all__ = ["PlannerNodeConfig", "PlannerNode", "main"]
@@ -106,20 +108,20 @@ class PlannerNode(Node):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("planner", **kwargs)
-        self.cfg = cfg = conventions.declare_config(self, PlannerNodeConfig)
-        rcfg = conventions.declare_config(self, RuntimeConfig)
+        self.cfg = cfg = declare_config(self, PlannerNodeConfig)
+        rcfg = declare_config(self, RuntimeConfig)
         name = self.get_fully_qualified_name()
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         try:
             placement = resolve_placement(cfg.device, cfg.dtype)
         except EngineError as exc:
-            raise conventions.ParameterError(f"device/dtype: {exc} (node '{name}')") from None
+            raise ParameterError(f"device/dtype: {exc} (node '{name}')") from None
         try:
             path = find_data("models", cfg.model_dir)
             model = load_planner_model(path, dtype=placement.dtype)
         except (FileNotFoundError, PlanningError, OSError, ValueError, KeyError) as exc:
-            raise conventions.ParameterError(f"model_dir: {cfg.model_dir!r}: {exc} (node '{name}')") from None
+            raise ParameterError(f"model_dir: {cfg.model_dir!r}: {exc} (node '{name}')") from None
         model.target.model.to(placement.device)
         if model.drafter is not None:
             model.drafter.to(placement.device)
@@ -129,11 +131,11 @@ class PlannerNode(Node):
             try:
                 self.engines = PlannerEngines(model, cfg.backend, placement, cfg.engine_dir, max(cfg.torch_threads, 1))
             except EngineError as exc:
-                raise conventions.ParameterError(f"backend: {exc} (node '{name}')") from None
+                raise ParameterError(f"backend: {exc} (node '{name}')") from None
         try:
             self.runtime = PlannerRuntime(model, rcfg)
         except ConfigError as exc:
-            raise conventions.ParameterError(f"{exc} (node '{name}')") from None
+            raise ParameterError(f"{exc} (node '{name}')") from None
         self.counts = collections.Counter()
         self._times: collections.deque = collections.deque(maxlen=cfg.stats_window)
         self._cond = threading.Condition()
@@ -143,22 +145,22 @@ class PlannerNode(Node):
         self._last_planned_s: float | None = None
         self._stopping = threading.Event()
 
-        obs_qos = copy.copy(conventions.RELIABLE_QOS)
+        obs_qos = copy.copy(RELIABLE_QOS)
         obs_qos.depth = 1  # only the newest observation matters
-        self._plan_pub = self.create_publisher(VisualPlan, "plan", conventions.RELIABLE_QOS)
-        self._feat_pub = self.create_publisher(PlanFeatures, "plan_features", conventions.RELIABLE_QOS)
+        self._plan_pub = self.create_publisher(VisualPlan, "plan", RELIABLE_QOS)
+        self._feat_pub = self.create_publisher(PlanFeatures, "plan_features", RELIABLE_QOS)
         self.create_subscription(Observation, "observation", self._on_observation, obs_qos,
                                  callback_group=MutuallyExclusiveCallbackGroup())
-        self._diag = conventions.Diagnostics(self, cfg.diagnostics_period_s)
+        self._diag = Diagnostics(self, cfg.diagnostics_period_s)
         self._server = ActionServer(self, PlanRequest, "plan_request", execute_callback=self._execute,
                                     goal_callback=self._on_goal, cancel_callback=lambda _g: CancelResponse.ACCEPT,
                                     callback_group=ReentrantCallbackGroup())
         rt = self.runtime
-        self._diag.report("model", conventions.OK, f"{path}", decoder=rcfg.decoder, cameras=list(rt.cameras),
+        self._diag.report("model", OK, f"{path}", decoder=rcfg.decoder, cameras=list(rt.cameras),
                           history_frames=rt.history_frames, streaming=rt.streaming, budget=rt.budget,
                           drafter=model.drafter is not None, device=str(placement.device),
                           dtype=str(placement.dtype).removeprefix("torch."), backend=cfg.backend)
-        self._diag.report("plans", conventions.OK, "waiting for the first observation")
+        self._diag.report("plans", OK, "waiting for the first observation")
         self._worker = threading.Thread(target=self._work, name="planner-worker", daemon=True)
         self._worker.start()
 
@@ -170,15 +172,15 @@ class PlannerNode(Node):
             frame = self._frame(msg)
             self.runtime.check(frame)
         except MalformedObservation as exc:
-            self._skip("malformed", conventions.WARN, f"malformed observation: {exc}", field=exc.field)
+            self._skip("malformed", WARN, f"malformed observation: {exc}", field=exc.field)
             return
         age = self._now_s() - frame.stamp_s
         if age > self.cfg.max_observation_age_s:
-            self._skip("stale", conventions.WARN, f"stale observation: {age:.3f} s old (max_observation_age_s "
+            self._skip("stale", WARN, f"stale observation: {age:.3f} s old (max_observation_age_s "
                        f"{self.cfg.max_observation_age_s})")
             return
         if -age > self.cfg.max_observation_age_s:  # a wrong clock, or sent before a simulator reset
-            self._skip("future", conventions.WARN, f"observation stamped {-age:.3f} s ahead of the node clock "
+            self._skip("future", WARN, f"observation stamped {-age:.3f} s ahead of the node clock "
                        f"(max_observation_age_s {self.cfg.max_observation_age_s})")
             return
         with self._cond:
@@ -219,7 +221,7 @@ class PlannerNode(Node):
         except ConfigError as exc:
             self.get_logger().warning(f"plan_request rejected: {exc}")
             self.counts["requests_rejected"] += 1
-            self._diag.report("requests", conventions.WARN, f"plan_request rejected: {exc}", now=True,
+            self._diag.report("requests", WARN, f"plan_request rejected: {exc}", now=True,
                               rejected=self.counts["requests_rejected"])
             return GoalResponse.REJECT
         with self._cond:
@@ -297,7 +299,7 @@ class PlannerNode(Node):
             except Exception as exc:  # a failing plan must not stop the planner
                 job.error = f"{type(exc).__name__}: {exc}"
                 self.counts["errors"] += 1
-                self._diag.report("plans", conventions.ERROR, f"planning failed: {job.error}", now=True)
+                self._diag.report("plans", ERROR, f"planning failed: {job.error}", now=True)
                 self.get_logger().error(f"planning failed: {job.error}", throttle_duration_sec=1.0)
             finally:
                 job.done.set()
@@ -309,7 +311,7 @@ class PlannerNode(Node):
         if not job.request:
             age = self._now_s() - job.frame.stamp_s
             if age > self.cfg.max_observation_age_s:
-                self._skip("stale", conventions.WARN, f"stale observation: {age:.3f} s old when the planner was "
+                self._skip("stale", WARN, f"stale observation: {age:.3f} s old when the planner was "
                            f"free (max_observation_age_s {self.cfg.max_observation_age_s})")
                 return
         with self._cond:
@@ -326,7 +328,7 @@ class PlannerNode(Node):
             self.counts["cancelled"] += 1
             return
         if not out.valid:
-            self._skip("invalid", conventions.ERROR, f"plan not published: {out.reason}", status="plans")
+            self._skip("invalid", ERROR, f"plan not published: {out.reason}", status="plans")
             return
         if self._stopping.is_set():
             return
@@ -339,8 +341,8 @@ class PlannerNode(Node):
         else:
             self.counts["no_primitive"] += 1
         self.counts["plans"] += 1
-        if self._diag.level("observation") not in (None, conventions.OK):
-            self._diag.report("observation", conventions.OK, "planning from observations")
+        if self._diag.level("observation") not in (None, OK):
+            self._diag.report("observation", OK, "planning from observations")
         self.counts["gate_accepted"] += out.gate_accepted
         self.counts["gate_fallback"] += out.gate_fallback
         self.counts["blocks_rejected"] += out.blocks_rejected
@@ -375,7 +377,7 @@ class PlannerNode(Node):
         saved = 100.0 * (1.0 - sum(o.prefilled_tokens for o in outs) / max(prompt, 1))
         c = self.counts
         self._diag.report(
-            "plans", conventions.OK, "planning", plans=c["plans"], plans_per_s=f"{rate:.2f}",
+            "plans", OK, "planning", plans=c["plans"], plans_per_s=f"{rate:.2f}",
             total_ms_p50_p95=pct("total_ms"), vision_ms_p50_p95=pct("vision_ms"),
             prefill_ms_p50_p95=pct("prefill_ms"), decode_ms_p50_p95=pct("decode_ms"),
             tokens_per_target_forward=f"{np.mean([o.tau for o in outs]):.2f}",
@@ -410,4 +412,4 @@ class PlannerNode(Node):
         self._server.destroy()
 
 
-main = conventions.node_main(PlannerNode)
+main = node_main(PlannerNode)

@@ -1,4 +1,4 @@
-"""`chunker` node: Observation + PlanFeatures -> ActionChunk, with RTC (DESIGN section 5).
+"""`chunker` node: Observation + PlanFeatures -> ActionChunk, with RTC.
 
 Wiring only: parameters -> ChunkerConfig + RtcConfig, the checkpoint ->
 `ChunkPolicy`, the execution timeline and RTC state -> `RtcRuntime`.
@@ -38,14 +38,18 @@ from rclpy.node import Node
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.actions.head import load_checkpoint
-from plan_stack.paths import find_data
 from plan_stack.actions.policy import ChunkPolicy
-from plan_stack.actions.rtc import Method, RtcConfig, RtcRuntime
+from plan_stack.actions.rtc.runtime import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
 from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
-from plan_stack.ros import conventions
+from plan_stack.paths import find_data
+from plan_stack.ros.clock import on_clock_reset
+from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import ParameterError, declare_config
+from plan_stack.ros.qos import RELIABLE_QOS, qos_by_name
 from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
 
 __all__ = ["ChunkerConfig", "ChunkerNode", "main"]
@@ -93,14 +97,14 @@ class ChunkerNode(Node):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("chunker", **kwargs)
-        self.cfg = cfg = conventions.declare_config(self, ChunkerConfig)
-        self.rtc_cfg = conventions.declare_config(self, RtcConfig)
+        self.cfg = cfg = declare_config(self, ChunkerConfig)
+        self.rtc_cfg = declare_config(self, RtcConfig)
         try:
             # A relative name is looked up in the package's models/ folder (source tree or install).
             checkpoint = str(find_data("models", cfg.checkpoint))
             head, meta = load_checkpoint(checkpoint, **({"num_steps": cfg.num_steps} if cfg.num_steps else {}))
         except (ActionsError, FileNotFoundError) as exc:
-            raise conventions.ParameterError(f"checkpoint: {exc} (node '{self.get_fully_qualified_name()}')") from None
+            raise ParameterError(f"checkpoint: {exc} (node '{self.get_fully_qualified_name()}')") from None
         hc = head.cfg
         self.trained_delay = int(meta.get("rtc_max_delay", 0))
         problem = None
@@ -115,7 +119,7 @@ class ChunkerNode(Node):
             except ConfigError as exc:
                 problem = str(exc)
         if problem:
-            raise conventions.ParameterError(f"{problem} (node '{self.get_fully_qualified_name()}')")
+            raise ParameterError(f"{problem} (node '{self.get_fully_qualified_name()}')")
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         self.engine = None
@@ -128,7 +132,7 @@ class ChunkerNode(Node):
                                       self.rtc_cfg.max_guidance_weight, fast=cfg.fast, engine=self.engine,
                                       device=placement.device, dtype=placement.dtype)
         except (EngineError, ActionsError) as exc:
-            raise conventions.ParameterError(f"backend: {exc} (node '{self.get_fully_qualified_name()}')") from None
+            raise ParameterError(f"backend: {exc} (node '{self.get_fully_qualified_name()}')") from None
         self.policy.warm_up()  # trace and first-run allocation now, not in the first query
         self._gen = torch.Generator().manual_seed(cfg.seed)
         self._plan_lock = threading.Lock()
@@ -140,17 +144,17 @@ class ChunkerNode(Node):
         self.clock_resets = 0  # bumped by the clock-jump callback; the observation callback acts on it
         self._epoch_seen = 0  # clock_resets value the RTC state belongs to
 
-        obs_qos = copy.copy(conventions.qos_by_name(cfg.observation_qos))
+        obs_qos = copy.copy(qos_by_name(cfg.observation_qos))
         obs_qos.depth = 1
-        self._pub = self.create_publisher(ActionChunk, "action_chunk", conventions.RELIABLE_QOS)
+        self._pub = self.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
         self.create_subscription(Observation, "observation", self._on_observation, obs_qos,
                                  callback_group=MutuallyExclusiveCallbackGroup())
-        self.create_subscription(PlanFeatures, "plan_features", self._on_plan, conventions.RELIABLE_QOS,
+        self.create_subscription(PlanFeatures, "plan_features", self._on_plan, RELIABLE_QOS,
                                  callback_group=MutuallyExclusiveCallbackGroup())
-        self._diag = conventions.Diagnostics(self, cfg.diagnostics_period_s)
-        self._diag.report("plan", conventions.STALE, self._plan_problem)
-        self._diag.report("chunks", conventions.OK, "waiting for the first chunk", method=self.rtc_cfg.method)
-        conventions.on_clock_reset(self, self._on_clock_reset)
+        self._diag = Diagnostics(self, cfg.diagnostics_period_s)
+        self._diag.report("plan", STALE, self._plan_problem)
+        self._diag.report("chunks", OK, "waiting for the first chunk", method=self.rtc_cfg.method)
+        on_clock_reset(self, self._on_clock_reset)
 
     def close(self) -> None:
         """Remove a start-up export (backend onnx/tensorrt without engine_dir)."""
@@ -168,7 +172,7 @@ class ChunkerNode(Node):
             self._plan_problem = "clock jumped back: plan features from before the reset dropped"
             self.clock_resets += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the plan features and RTC state")
-        self._diag.report("clock", conventions.WARN, "clock jumped back: plan features and RTC state dropped",
+        self._diag.report("clock", WARN, "clock jumped back: plan features and RTC state dropped",
                           now=True, clock_resets=self.clock_resets)
 
     def _on_plan(self, msg: PlanFeatures) -> None:
@@ -191,7 +195,7 @@ class ChunkerNode(Node):
         with self._plan_lock:
             self._plan = (stamp, data.reshape(shape))
             self._plan_problem = ""
-        self._diag.report("plan", conventions.OK, "plan features received", plan_stamp=f"{stamp:.6f}",
+        self._diag.report("plan", OK, "plan features received", plan_stamp=f"{stamp:.6f}",
                           tokens=shape[0])
 
     def _on_observation(self, msg: Observation) -> None:
@@ -210,18 +214,18 @@ class ChunkerNode(Node):
         with self._plan_lock:
             plan, plan_problem = self._plan, self._plan_problem
         if plan is None:
-            self._refuse("plan", conventions.ERROR, plan_problem or "no plan features")
+            self._refuse("plan", ERROR, plan_problem or "no plan features")
             return
         age = t_query - plan[0]
         if abs(age) > self.cfg.max_plan_age_s:
             when = f"{age:.3f} s old at" if age > 0 else f"stamped {-age:.3f} s after"
-            self._refuse("plan", conventions.STALE, f"plan features are {when} the observation "
+            self._refuse("plan", STALE, f"plan features are {when} the observation "
                          f"(max_plan_age_s {self.cfg.max_plan_age_s})", age_s=f"{age:.3f}")
             return
         try:
             request = self.runtime.request(t_query)
         except ActionsError as exc:  # an observation older than the chunk in force
-            self._refuse("chunks", conventions.WARN, f"observation skipped: {exc}")
+            self._refuse("chunks", WARN, f"observation skipped: {exc}")
             return
         t0 = time.perf_counter()
         result = self.policy.sample(state, plan[1], request, generator=self._gen)
@@ -232,7 +236,7 @@ class ChunkerNode(Node):
         self._publish(msg, request, result)
         consumed = max(self._now_s() - t_query, 0.0) / self.runtime.dt_s
         self.runtime.commit(request, result.positions, inference_s, consumed)
-        level = conventions.WARN if request.clamped else conventions.OK
+        level = WARN if request.clamped else OK
         text = (f"delay estimate {request.delay_steps:.2f} steps exceeds the supported range; prefix clamped to "
                 f"{request.prefix_len}" if request.clamped else "chunk published")
         self._diag.report("chunks", level, text, now=request.clamped, published=self.chunks_published,
@@ -247,13 +251,13 @@ class ChunkerNode(Node):
         names = list(js.name)
         if len(js.position) != len(names) or any(j not in names for j in self.cfg.joint_names):
             missing = [j for j in self.cfg.joint_names if j not in names]
-            self._refuse("observation", conventions.ERROR,
+            self._refuse("observation", ERROR,
                          f"joint state lacks {missing}" if missing else "joint state names/positions mismatch")
             return None
         state = np.asarray([js.position[names.index(j)] for j in self.cfg.joint_names], dtype=float)
         if not np.all(np.isfinite(state)):
             bad = [j for j, v in zip(self.cfg.joint_names, state) if not math.isfinite(v)]
-            self._refuse("observation", conventions.ERROR, f"non-finite joint positions {bad}")
+            self._refuse("observation", ERROR, f"non-finite joint positions {bad}")
             return None
         return state
 
@@ -261,7 +265,7 @@ class ChunkerNode(Node):
         with self._plan_lock:
             self._plan = None
             self._plan_problem = reason
-        self._refuse("plan", conventions.ERROR, reason)
+        self._refuse("plan", ERROR, reason)
 
     def _refuse(self, status: str, level: int, reason: str, **values) -> None:
         """No chunk this time: say why, and drop the RTC state (the stitcher settles meanwhile)."""
@@ -283,4 +287,4 @@ class ChunkerNode(Node):
         return clock_s(self)
 
 
-main = conventions.node_main(ChunkerNode)
+main = node_main(ChunkerNode)

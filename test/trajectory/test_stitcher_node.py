@@ -16,9 +16,9 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from plan_stack.msg import ActionChunk  # noqa: E402
-from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
-from plan_stack.trajectory.node import StitcherNode  # noqa: E402
+from plan_stack.trajectory.stitcher_node import StitcherNode  # noqa: E402
 
 NAMES = ["a", "b", "c", "grip"]
 H, DT = 200, 0.02  # 4 s: the first trajectory is still running when the later chunks arrive
@@ -226,7 +226,7 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
     from builtin_interfaces.msg import Time
     from rosgraph_msgs.msg import Clock
 
-    from plan_stack.ros.conventions import LATCHED_QOS
+    from plan_stack.ros.qos import LATCHED_QOS
     from plan_stack.ros.time import s_to_stamp
 
     with ros_context() as ctx:

@@ -1,4 +1,5 @@
-"""Split bag writer: every closed split is readable, a killed writer loses only the open one."""
+"""bags: the recorders' message writer and reader round trip; the split writer: every closed split is
+readable, a killed writer loses only the open one."""
 from __future__ import annotations
 
 import time
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
-from plan_stack.data.bag_writer import BagWriterError, SplitBagWriter
-from plan_stack.embodiments.recording import read_bag
+from plan_stack.data.bags import BagWriter, BagWriterError, SplitBagWriter, read_bag
+from plan_stack.embodiments.camera import CameraModel
 from plan_stack.viz.bag import plan_typestore
 
 STRING = "std_msgs/msg/String"
@@ -34,7 +35,9 @@ def test_splits_are_listed_and_read_back_in_order(tmp_path, ts):
         w.write("/a", 1_000 + k, _cdr(ts, f"m{k}"))
         if k == 2:
             w._close_split()  # what the split timer does after split_s
-    w.write("/b", 2_000, ts.serialize_cdr(feats(header=header, shape=np.array([1, 2], np.uint32), data=np.array([1.0, 2.0], np.float32), plan_stamp=stamp), "plan_stack/msg/PlanFeatures"))
+    msg = feats(header=header, shape=np.array([1, 2], np.uint32), data=np.array([1.0, 2.0], np.float32),
+                plan_stamp=stamp)
+    w.write("/b", 2_000, ts.serialize_cdr(msg, "plan_stack/msg/PlanFeatures"))
     w.close()
     info = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert info["relative_file_paths"] == ["bag_0.mcap", "bag_1.mcap"] and info["message_count"] == 7
@@ -71,3 +74,37 @@ def test_misuse_is_refused(tmp_path, ts):
         w.add_topic("/a", "std_msgs/msg/Int32")
     w.close()
     assert read_bag(tmp_path / "bag") == {}  # an empty bag is still a valid bag
+
+
+def test_bag_round_trip_with_camera_pair(tmp_path):
+    cam = CameraModel("front", 8, 6, 5.0, 5.0, 3.5, 2.5)
+    topics = {"/cameras/front/image_raw": "sensor_msgs/msg/Image",
+              "/cameras/front/camera_info": "sensor_msgs/msg/CameraInfo", "/instruction": "std_msgs/msg/String"}
+    writer = BagWriter(tmp_path / "bag", topics)
+    try:
+        writer.write("/instruction", 0.0, writer.string("go"))
+        rgb = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
+        writer.write_camera("front", 1.25, "front_optical_frame", rgb, cam)
+    finally:
+        writer.close()
+    msgs = read_bag(tmp_path / "bag")
+    [(t_img, img)] = msgs["/cameras/front/image_raw"]
+    [(t_info, info)] = msgs["/cameras/front/camera_info"]
+    assert t_img == t_info == 1.25
+    assert list(read_bag(tmp_path / "bag", topics=["/instruction"])) == ["/instruction"]
+    assert img.header == info.header and info.header.frame_id == "front_optical_frame"
+    assert (img.header.stamp.sec, img.header.stamp.nanosec) == (1, 250_000_000)
+    assert np.array_equal(np.asarray(img.data).reshape(6, 8, 3), rgb) and img.encoding == "rgb8"
+    assert np.allclose(np.asarray(info.k).reshape(3, 3), cam.K)
+    assert msgs["/instruction"][0][1].data == "go"
+
+
+def test_header_stamp_just_below_a_second_is_not_a_second_early(tmp_path):
+    writer = BagWriter(tmp_path / "bag", {"/clock_probe": "std_msgs/msg/Header"})
+    try:
+        header = writer.header(1.9999999999)
+        assert (header.stamp.sec, header.stamp.nanosec) == (2, 0)
+        header = writer.header(12.25)
+        assert (header.stamp.sec, header.stamp.nanosec) == (12, 250_000_000)
+    finally:
+        writer.close()

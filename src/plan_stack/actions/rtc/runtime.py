@@ -1,40 +1,7 @@
-"""Real-Time Chunking (RTC) for flow-matching action chunks (DESIGN section 5).
-
-Three layers, so the algorithm works with any velocity model:
-
-1. **Guides** (`Unguided`, `PrefixConditioning`, `Guidance`) wrap any velocity
-   function `v = fn(x [B, H, D], t [B, H])`; they only change what one
-   integration step sees (per-position flow time, guided velocity) and what
-   is imposed after it (the locked prefix).
-2. **One Euler loop** (`integrate`) shared by every method.
-3. **The runtime** (`align_previous`, `DelayEstimator`, `RtcRuntime`): where
-   the previous chunk is on the execution timeline, how many control steps
-   the next inference will take, and the constraint d <= s <= H - d.
-
-Flow time follows pi0: `x_t = (1 - t) a + t eps`, target velocity
-`u = eps - a`, sampling runs from t = 1 (noise) to t = 0 (clean) in N Euler
-steps `x <- x - (1/N) v`. The clean-time value is therefore **0**; the
-implied clean estimate is `a_hat = x_t - t v`. Black et al. (2025) write
-their guidance in data time tau = 1 - t (tau = 1 clean); we convert at the
-one place it matters (`guidance_weight`).
-
-Methods (`Method`): `naive` (no RTC), `hard_prefix` (prefix conditioning on a
-model trained without simulated delays), `training_time` (simulated-delay
-training + prefix conditioning), `test_time_vjp` (guidance through the
-denoiser's Jacobian) and `test_time_direct` (the Jacobian replaced by the
-identity: the weighted prefix error is added to the velocity). A single
-query uses either prefix conditioning or guidance, never both.
-
-Delay beyond what the model or horizon supports (documented contract): the
-delay estimate d is clamped to the largest value the method can honour,
-`min(max_trained_delay - 1, floor(H / 2))` for prefix conditioning with a
-delay-trained model and `floor(H / 2)` otherwise; the request is flagged
-`clamped` (the chunker reports a WARN diagnostic). The commands executed
-during the unaccounted part of the delay then come from the new chunk's
-unlocked positions, so the seam is no longer guaranteed continuous there;
-the stitcher's bridge absorbs it. The execution horizon is raised to d when
-d > s (a query every s < d steps would overlap inferences) and lowered to
-H - d when s > H - d (the previous chunk would run out before the prefix).
+"""RTC runtime: where the previous chunk is on the execution timeline (`align_previous`), how many
+control steps the next inference will take (`DelayEstimator`), the constraint d <= s <= H - d
+(`plan_horizon`), and one chunker's state (`RtcRuntime`). The delay clamping contract is in the
+`plan_stack.actions.rtc` package docstring.
 """
 from __future__ import annotations
 
@@ -42,24 +9,15 @@ import collections
 import dataclasses
 import enum
 import math
-from typing import Callable, Protocol
 
 import numpy as np
-import torch
 
 from plan_stack.actions.errors import RtcError
+from plan_stack.actions.rtc.guides import Schedule
 from plan_stack.config import ConfigError, param, validate
 
-__all__ = [
-    "Method", "Schedule", "RtcConfig", "AlignedPrefix", "align_previous", "DelayEstimator",
-    "HorizonPlan", "plan_horizon", "prefix_weights", "guidance_weight",
-    "sample_delays", "training_time_inputs", "masked_flow_loss",
-    "VelocityFn", "Guide", "Unguided", "PrefixConditioning", "Guidance", "integrate",
-    "RtcRequest", "RtcRuntime",
-]
-
-#: x [B, H, D], per-position flow time t [B, H] -> velocity [B, H, D]
-VelocityFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+__all__ = ["Method", "RtcConfig", "AlignedPrefix", "align_previous", "DelayEstimator", "HorizonPlan",
+           "plan_horizon", "RtcRequest", "RtcRuntime"]
 
 
 class Method(str, enum.Enum):
@@ -76,13 +34,6 @@ class Method(str, enum.Enum):
     @property
     def uses_guidance(self) -> bool:
         return self in (Method.TEST_TIME_VJP, Method.TEST_TIME_DIRECT)
-
-
-class Schedule(str, enum.Enum):
-    EXP = "exp"
-    LINEAR = "linear"
-    ONES = "ones"
-    ZEROS = "zeros"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,189 +202,6 @@ def plan_horizon(delay_steps: int, execution_steps: int, horizon: int,
     d = min(delay_steps, d_max)
     s = min(max(execution_steps, d, 1), horizon - d)
     return HorizonPlan(d, s, d < delay_steps)
-
-
-# --- test-time guidance weights --------------------------------------------------------------------
-
-
-def prefix_weights(prefix_len: int, region_end: int, horizon: int, schedule: Schedule | str) -> np.ndarray:
-    """Per-position guidance weights w [H]: 1 on the locked prefix, decaying to 0 at `region_end`.
-
-    With d = prefix_len, e = region_end (exclusive end of the overlap with the
-    previous chunk) and i the position:
-    `linear`: clip((d - 1 - i)/(e - d + 1) + 1, 0, 1); `exp`: w_lin (e^w_lin - 1)/(e - 1);
-    `ones`: 1; `zeros`: 1 only for i < d. Every schedule is 0 for i >= e.
-    """
-    schedule = Schedule(schedule)
-    if not 0 <= region_end <= horizon or prefix_len < 0:
-        raise RtcError(f"need 0 <= region_end <= horizon and prefix_len >= 0; got {region_end}, {horizon}, "
-                       f"{prefix_len}")
-    i = np.arange(horizon, dtype=float)
-    d = min(prefix_len, region_end)
-    if schedule is Schedule.ONES:
-        w = np.ones(horizon)
-    elif schedule is Schedule.ZEROS:
-        w = (i < d).astype(float)
-    else:
-        w = np.clip((d - 1 - i) / (region_end - d + 1) + 1.0, 0.0, 1.0)
-        if schedule is Schedule.EXP:
-            w = w * np.expm1(w) / (math.e - 1.0)
-    w[i >= region_end] = 0.0
-    return w
-
-
-def guidance_weight(t: float, beta: float) -> float:
-    """Black et al.'s guidance weight, min(((1 - tau)/tau) (tau^2 + (1 - tau)^2)/(1 - tau)^2, beta).
-
-    tau = 1 - t is their data time; at either end (the expression is infinite
-    there) the weight is beta.
-    """
-    tau = 1.0 - t
-    if tau <= 0.0 or tau >= 1.0:
-        return float(beta)
-    return float(min((1.0 - tau) / tau * (tau**2 + (1.0 - tau) ** 2) / (1.0 - tau) ** 2, beta))
-
-
-# --- training-time RTC -----------------------------------------------------------------------------
-
-
-def sample_delays(batch: int, max_delay: int, generator: torch.Generator | None = None,
-                  distribution: str = "uniform", temperature: float = 1.0) -> torch.Tensor:
-    """Simulated delays d in {0, ..., max_delay - 1} (exclusive bound), [B] int64.
-
-    `uniform`, or `exp`: p(d) proportional to exp(-d / temperature).
-    """
-    if max_delay < 1:
-        raise RtcError(f"max_delay: must be >= 1, got {max_delay}")
-    if distribution == "uniform":
-        p = torch.ones(max_delay)
-    elif distribution == "exp":
-        if not temperature > 0:
-            raise RtcError(f"temperature: must be > 0, got {temperature!r}")
-        p = torch.exp(-torch.arange(max_delay, dtype=torch.float64) / temperature).float()
-    else:
-        raise RtcError(f"distribution: {distribution!r} is not one of ['uniform', 'exp']")
-    return torch.multinomial(p, batch, replacement=True, generator=generator)
-
-
-def training_time_inputs(actions: torch.Tensor, noise: torch.Tensor, t: torch.Tensor,
-                         delays: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Noisy input, per-position time and loss mask for simulated-delay training.
-
-    actions, noise [B, H, D]; t [B]; delays [B]. Positions j < d get the clean
-    time (0) and their clean action, and no loss. Returns x_t [B, H, D],
-    times [B, H], loss mask [B, H] (1 = supervised).
-    """
-    b, h, _ = actions.shape
-    prefix = torch.arange(h, device=actions.device)[None, :] < delays[:, None]
-    times = torch.where(prefix, torch.zeros((), dtype=t.dtype), t[:, None].expand(b, h))
-    x_t = (1.0 - times)[..., None] * actions + times[..., None] * noise
-    return x_t, times, (~prefix).to(actions.dtype)
-
-
-def masked_flow_loss(v_pred: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor,
-                     mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean squared error to u = eps - a over supervised positions (mask [B, H])."""
-    err = (v_pred - (noise - actions)).pow(2).mean(dim=-1)  # [B, H]
-    if mask is None:
-        return err.mean()
-    return (err * mask).sum() / mask.sum().clamp(min=1.0)
-
-
-# --- guides and the one Euler loop ------------------------------------------------------------------
-
-
-class Guide(Protocol):
-    def velocity(self, fn: VelocityFn, x: torch.Tensor, t: float) -> torch.Tensor: ...
-
-    def project(self, x: torch.Tensor) -> torch.Tensor: ...
-
-
-def _times(x: torch.Tensor, t: float) -> torch.Tensor:
-    return torch.full(x.shape[:2], t, dtype=x.dtype, device=x.device)
-
-
-class Unguided:
-    """Plain flow sampling."""
-
-    def velocity(self, fn: VelocityFn, x: torch.Tensor, t: float) -> torch.Tensor:
-        return fn(x, _times(x, t))
-
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-
-class PrefixConditioning:
-    """Inpainting by construction: the first L positions are the aligned prefix, at clean time.
-
-    The prefix is imposed before the first step, after every step and after
-    the last, so the returned prefix equals it exactly.
-    """
-
-    def __init__(self, prefix: torch.Tensor, prefix_len: int) -> None:
-        self.prefix = prefix  # [B, H, D] (only the first prefix_len positions are used)
-        self.prefix_len = int(prefix_len)
-
-    def velocity(self, fn: VelocityFn, x: torch.Tensor, t: float) -> torch.Tensor:
-        times = _times(x, t)
-        times[:, : self.prefix_len] = 0.0
-        return fn(x, times)
-
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        if self.prefix_len == 0:
-            return x
-        x = x.clone()
-        x[:, : self.prefix_len] = self.prefix[:, : self.prefix_len]
-        return x
-
-
-class Guidance:
-    """Test-time RTC: steer the clean estimate a_hat = x - t v toward the prefix.
-
-    correction = J^T (w * (y - a_hat)) with J = d a_hat / d x (VJP through the
-    denoiser) or J = I (direct); v_guided = v - g(t) correction, g(t) =
-    `guidance_weight(t, beta)` (minus: our integration subtracts v). beta = 0
-    gives exactly the unguided velocity.
-    """
-
-    def __init__(self, prefix: torch.Tensor, weights: torch.Tensor, beta: float, vjp: bool = True) -> None:
-        self.prefix = prefix  # [B, H, D]
-        self.weights = weights.to(prefix.dtype)[None, :, None]  # [1, H, 1]
-        self.beta = float(beta)
-        self.vjp = vjp
-
-    def velocity(self, fn: VelocityFn, x: torch.Tensor, t: float) -> torch.Tensor:
-        times = _times(x, t)
-        g = guidance_weight(t, self.beta)
-        if self.vjp:
-            with torch.enable_grad():
-                xr = x.detach().requires_grad_(True)
-                v = fn(xr, times)
-                a_hat = xr - t * v
-                err = ((self.prefix - a_hat) * self.weights).detach()
-                (corr,) = torch.autograd.grad(a_hat, xr, grad_outputs=err)
-            v = v.detach()
-        else:
-            v = fn(x, times)
-            corr = (self.prefix - (x - t * v)) * self.weights
-        return v - g * corr
-
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-
-def integrate(fn: VelocityFn, noise: torch.Tensor, num_steps: int, guide: Guide | None = None) -> torch.Tensor:
-    """Euler integration from t = 1 (noise [B, H, D]) to t = 0; returns the clean sample."""
-    if num_steps < 1:
-        raise RtcError(f"num_steps: must be >= 1, got {num_steps}")
-    guide = guide or Unguided()
-    step = 1.0 / num_steps
-    x = guide.project(noise)
-    for k in range(num_steps):
-        t = 1.0 - k * step
-        x = x - step * guide.velocity(fn, x, t)
-        x = guide.project(x)
-    return x
 
 
 # --- runtime: one chunker's RTC state --------------------------------------------------------------

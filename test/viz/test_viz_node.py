@@ -19,11 +19,11 @@ from sensor_msgs.msg import Image  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
 from plan_stack.msg import Observation, Primitive, VisualPlan  # noqa: E402
-from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS  # noqa: E402
 from plan_stack.ros.image import image_to_numpy, numpy_to_image  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
 from plan_stack.viz.config import VizStyle  # noqa: E402
-from plan_stack.viz.node import VizNode  # noqa: E402
+from plan_stack.viz.viz_node import VizNode  # noqa: E402
 
 assert os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST"
 

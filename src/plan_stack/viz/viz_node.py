@@ -28,8 +28,11 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
 
 from plan_stack.msg import Observation, VisualPlan
-from plan_stack.ros import conventions
+from plan_stack.ros.diagnostics import OK, WARN, Diagnostics
 from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import declare_config
+from plan_stack.ros.qos import qos_by_name
 from plan_stack.viz.config import VizConfig, VizStyle
 from plan_stack.viz.markers import MarkerSpec, plan_markers
 from plan_stack.viz.overlay import draw_overlay
@@ -74,16 +77,16 @@ class VizNode(Node):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("viz", **kwargs)
-        self.style = conventions.declare_config(self, VizStyle)
-        self.cfg = cfg = conventions.declare_config(self, VizConfig)
+        self.style = declare_config(self, VizStyle)
+        self.cfg = cfg = declare_config(self, VizConfig)
         self._observations: collections.deque[Observation] = collections.deque(maxlen=cfg.observation_buffer)
         self._waiting: tuple[Time, PlanView] | None = None  # newest plan whose Observation has not arrived
         self.counts = collections.Counter()  # plans, rejected, markers, overlays, idle, no_observation
-        self._markers_pub = self.create_publisher(MarkerArray, "viz/markers", conventions.qos_by_name(cfg.markers_qos))
-        self._overlay_pub = self.create_publisher(Image, "viz/plan_overlay", conventions.qos_by_name(cfg.overlay_qos))
-        self.create_subscription(VisualPlan, "plan", self._on_plan, conventions.qos_by_name(cfg.plan_qos))
+        self._markers_pub = self.create_publisher(MarkerArray, "viz/markers", qos_by_name(cfg.markers_qos))
+        self._overlay_pub = self.create_publisher(Image, "viz/plan_overlay", qos_by_name(cfg.overlay_qos))
+        self.create_subscription(VisualPlan, "plan", self._on_plan, qos_by_name(cfg.plan_qos))
         self._observation_sub = None  # exists only while someone watches the overlay
-        self._diag = conventions.Diagnostics(self, cfg.diagnostics_period)
+        self._diag = Diagnostics(self, cfg.diagnostics_period)
         self.create_timer(cfg.diagnostics_period, self._on_health)
         self.create_timer(cfg.watcher_check_period, self._on_watchers)
 
@@ -100,11 +103,11 @@ class VizNode(Node):
             plan = check_plan(plan_from_fields(msg))
         except VizError as exc:
             self.counts["rejected"] += 1
-            self._diag.report("plan", conventions.WARN, f"plan skipped: {exc}", now=True,
+            self._diag.report("plan", WARN, f"plan skipped: {exc}", now=True,
                               stamp_s=f"{stamp_s(msg.header.stamp):.6f}", rejected=self.counts["rejected"])
             return
-        if self._diag.level("plan") != conventions.OK:
-            self._diag.report("plan", conventions.OK, "drawing plans")
+        if self._diag.level("plan") != OK:
+            self._diag.report("plan", OK, "drawing plans")
         if want_markers:
             self._markers_pub.publish(markers_to_msg(plan_markers(plan, self.style), msg.header.stamp))
             self.counts["markers"] += 1
@@ -130,7 +133,7 @@ class VizNode(Node):
         watched = self._overlay_pub.get_subscription_count() > 0
         if watched and self._observation_sub is None:
             self._observation_sub = self.create_subscription(
-                Observation, "observation", self._on_observation, conventions.qos_by_name(self.cfg.observation_qos))
+                Observation, "observation", self._on_observation, qos_by_name(self.cfg.observation_qos))
         elif not watched and self._observation_sub is not None:
             self.destroy_subscription(self._observation_sub)
             self._observation_sub = None
@@ -139,21 +142,21 @@ class VizNode(Node):
 
     def _on_health(self) -> None:
         c = self.counts  # counts since start; the "plan" and "overlay" statuses carry WARNs
-        self._diag.report("summary", conventions.OK, "plan counts since start", **{k: c[k] for k in
+        self._diag.report("summary", OK, "plan counts since start", **{k: c[k] for k in
                           ("plans", "idle", "markers", "overlays", "rejected", "no_observation")})
 
     # --- helpers ------------------------------------------------------------------
 
     def _no_observation(self, plan: PlanView) -> None:
         self.counts["no_observation"] += 1
-        self._diag.report("overlay", conventions.WARN,
+        self._diag.report("overlay", WARN,
                           f"no Observation stamped {plan.stamp_s:.6f} s arrived for a plan (overlay not drawn)")
 
     def _publish_overlay(self, obs: Observation, plan: PlanView) -> None:
         names = list(obs.camera_names)
         cam = self.cfg.overlay_camera or (names[0] if names else "")
         if cam not in names or len(obs.images) != len(names):
-            self._diag.report("overlay", conventions.WARN, f"overlay_camera {cam!r} is not among the "
+            self._diag.report("overlay", WARN, f"overlay_camera {cam!r} is not among the "
                               f"Observation's cameras {names} (overlay not drawn)", now=True)
             return
         src = obs.images[names.index(cam)]
@@ -162,10 +165,10 @@ class VizNode(Node):
                 raise ImageError(f"encoding {src.encoding!r}: the Observation carries rgb8")
             canvas = draw_overlay(image_to_numpy(src), plan, self.style)
         except (ImageError, VizError) as exc:
-            self._diag.report("overlay", conventions.WARN, f"overlay not drawn: {exc}", now=True)
+            self._diag.report("overlay", WARN, f"overlay not drawn: {exc}", now=True)
             return
         header = Header(stamp=obs.header.stamp, frame_id=src.header.frame_id)
         self._overlay_pub.publish(numpy_to_image(canvas, "rgb8", header))
         self.counts["overlays"] += 1
 
-main = conventions.node_main(VizNode)
+main = node_main(VizNode)

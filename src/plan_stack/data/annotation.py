@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""`stitcher` node: ActionChunk in, limit-checked JointTrajectory out (DESIGN §3, §6).
+"""`stitcher` node: ActionChunk in, limit-checked JointTrajectory out.
 
 Wiring only: parameters -> StitcherConfig / StitcherNodeConfig, chunks ->
 `Stitcher.process`, result -> `trajectory` (and optionally the bridge's
@@ -20,9 +20,12 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.config import param, validate
 from plan_stack.msg import ActionChunk
-from plan_stack.ros import conventions
 from plan_stack.ros.action_client import ActionCall, ActionCallError
-from plan_stack.ros.conventions import ERROR, OK, RELIABLE_QOS, SENSOR_QOS, WARN, Diagnostics, declare_config
+from plan_stack.ros.clock import on_clock_reset
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import declare_config
+from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus, Trajectory
@@ -102,7 +105,7 @@ class StitcherNode(Node):
         if self._bridge is not None:
             self._sender.start()
         self.diag.report("input", OK, "waiting for chunks", **self.counts)
-        conventions.on_clock_reset(self, self._on_clock_reset)
+        on_clock_reset(self, self._on_clock_reset)
 
     # --- callbacks -----------------------------------------------------------------
 
@@ -249,4 +252,4 @@ class StitcherNode(Node):
             self._sender.join(timeout=2.0)
 
 
-main = conventions.node_main(StitcherNode)
+main = node_main(StitcherNode)

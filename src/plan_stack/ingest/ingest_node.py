@@ -32,13 +32,16 @@ from plan_stack.ingest.monitor import Level, StreamMonitor
 from plan_stack.ingest.preprocess import Preprocessor
 from plan_stack.ingest.sync import JOINTS, DropReason, SyncedSet, Synchronizer, Update
 from plan_stack.msg import Observation
-from plan_stack.ros import conventions
-from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.image import ImageError, image_to_numpy, numpy_to_image
+from plan_stack.ros.lifecycle import node_main
+from plan_stack.ros.params import ParameterError, declare_config
+from plan_stack.ros.qos import qos_by_name
+from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
 
 __all__ = ["IngestNode", "main"]
 
-_LEVELS = {Level.OK: conventions.OK, Level.WARN: conventions.WARN, Level.ERROR: conventions.ERROR}
+_LEVELS = {Level.OK: OK, Level.WARN: WARN, Level.ERROR: ERROR}
 #: Drops that mean the input itself was wrong (WARN), not normal matching losses.
 _BAD_INPUT = {DropReason.STAMP_FUTURE, DropReason.STAMP_PAST, DropReason.BAD_INPUT}
 
@@ -52,13 +55,13 @@ class IngestNode(Node):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("ingest", **kwargs)
-        self.sync_cfg = conventions.declare_config(self, SyncConfig)
-        self.cfg = cfg = conventions.declare_config(self, IngestConfig)
+        self.sync_cfg = declare_config(self, SyncConfig)
+        self.cfg = cfg = declare_config(self, IngestConfig)
         names = self.sync_cfg.camera_names
         try:
             timeouts = [cfg.camera_timeout_of(i, len(names)) for i in range(len(names))]
         except ConfigError as exc:
-            raise conventions.ParameterError(f"{exc} (node '{self.get_fully_qualified_name()}')") from None
+            raise ParameterError(f"{exc} (node '{self.get_fully_qualified_name()}')") from None
         self._sync = Synchronizer(self.sync_cfg)
         self._pre = Preprocessor(cfg.output_size[0], cfg.output_size[1], cfg.resize_mode)
         self._instruction = cfg.instruction
@@ -77,8 +80,8 @@ class IngestNode(Node):
         self._last_skew_s = float("nan")
 
         group = MutuallyExclusiveCallbackGroup()
-        self._pub = self.create_publisher(Observation, "observation", conventions.qos_by_name(cfg.observation_qos))
-        image_qos = conventions.qos_by_name(cfg.image_qos)
+        self._pub = self.create_publisher(Observation, "observation", qos_by_name(cfg.observation_qos))
+        image_qos = qos_by_name(cfg.image_qos)
         for i, name in enumerate(names):
             if cfg.compressed:
                 self.create_subscription(
@@ -89,12 +92,12 @@ class IngestNode(Node):
                     Image, f"cameras/{name}/image_raw",
                     lambda msg, i=i: self._on_image(i, msg), image_qos, callback_group=group)
         if self.sync_cfg.joint_mode != "none":
-            joint_qos = copy.copy(conventions.qos_by_name(cfg.joint_qos))
+            joint_qos = copy.copy(qos_by_name(cfg.joint_qos))
             joint_qos.depth = cfg.joint_queue_depth
             self.create_subscription(JointState, "joint_states", self._on_joints, joint_qos, callback_group=group)
         self.create_subscription(String, "instruction", self._on_instruction,
-                                 conventions.qos_by_name(cfg.instruction_qos), callback_group=group)
-        self._diag = conventions.Diagnostics(self, cfg.diagnostics_period)
+                                 qos_by_name(cfg.instruction_qos), callback_group=group)
+        self._diag = Diagnostics(self, cfg.diagnostics_period)
         self.create_timer(cfg.diagnostics_period, self._on_health, callback_group=group)
 
     # --- callbacks ----------------------------------------------------------------
@@ -154,7 +157,7 @@ class IngestNode(Node):
     def _bad_input(self, stream: str, stamp_s: float, reason: str) -> None:
         m = self._monitors[stream]
         m.dropped(DropReason.BAD_INPUT.value, bad_input=reason)
-        self._diag.report(self._status_name(stream), conventions.WARN, f"dropped bad input: {reason}", now=True,
+        self._diag.report(self._status_name(stream), WARN, f"dropped bad input: {reason}", now=True,
                           stamp=f"{stamp_s:.6f}", dropped=str(sum(m.drops.values())))
         self.get_logger().warning(f"{stream}: dropped input stamped {stamp_s:.6f}: {reason}",
                                throttle_duration_sec=1.0)
@@ -164,7 +167,7 @@ class IngestNode(Node):
             for m in self._monitors.values():
                 m.reset_clock(now)
             self.get_logger().warning(f"synchroniser reset: {up.reset}")
-            self._diag.report("sync", conventions.WARN, f"reset: {up.reset}", now=True, resets=str(self._sync.resets))
+            self._diag.report("sync", WARN, f"reset: {up.reset}", now=True, resets=str(self._sync.resets))
         rejected = None
         for d in up.drops:
             bad = d.reason in _BAD_INPUT
@@ -172,7 +175,7 @@ class IngestNode(Node):
             if bad and d.stream == stream and d.stamp_s == stamp_s:
                 rejected = d
         if rejected is not None:
-            self._diag.report(self._status_name(stream), conventions.WARN,
+            self._diag.report(self._status_name(stream), WARN,
                               f"dropped bad input: {rejected.detail}", now=True, stamp=f"{stamp_s:.6f}")
         else:
             self._monitors[stream].valid(now, stamp_s)
@@ -227,10 +230,10 @@ class IngestNode(Node):
             "set_age_max_ms": f"{max(self.set_age_s) * 1e3:.2f}" if self.set_age_s else "",
         }
         if silent:
-            self._diag.report("sync", conventions.ERROR, f"withholding observations: {', '.join(silent)} timed out",
+            self._diag.report("sync", ERROR, f"withholding observations: {', '.join(silent)} timed out",
                               **values)
         else:
-            self._diag.report("sync", conventions.OK, "ok", **values)
+            self._diag.report("sync", OK, "ok", **values)
 
 
-main = conventions.node_main(IngestNode)
+main = node_main(IngestNode)
