@@ -344,6 +344,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     names = tuple(params["joint_names"])
     discrete = np.array([n in params["discrete_joints"] for n in names])
     src = ChunkSource("rough", len(names), 50, seed, dict(ALOHA_ARM), discrete)
+    q_lo, q_hi = np.full(len(names), -np.inf), np.full(len(names), np.inf)
+    if params.get("q_min"):
+        cols = slice(None) if len(params["q_min"]) == len(names) else ~discrete
+        q_lo[cols], q_hi[cols] = params["q_min"], params["q_max"]
     sent: list[float] = []
     got: list[float] = []
     conv_in: list[float] = []
@@ -400,7 +404,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
             msg.joint_names = list(names)
             msg.dt = DT
             msg.horizon = 50
-            msg.positions = (chunk.positions - chunk.positions[0] + q0).ravel().tolist()
+            # inside the robot's range, as a head trained on its demonstrations is (the stitcher rejects
+            # samples beyond q_min/q_max by more than position_tolerance)
+            ref = np.minimum(np.maximum(chunk.positions - chunk.positions[0] + q0, q_lo), q_hi)
+            msg.positions = ref.ravel().tolist()
             c0 = time.perf_counter()
             Chunk.from_flat(0.0, msg.joint_names, msg.dt, msg.horizon, msg.positions)
             conv_in.append((time.perf_counter() - c0) * 1e3)

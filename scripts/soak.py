@@ -2,8 +2,9 @@
 """Soak: run a robot's stack (`plan-stack up <robot> --processes`) for a long stretch of sim time and
 report memory growth, diagnostics rates and errors per node.
 
-A stand-in planner publishes one fixed set of plan features (seeded, `--plan-features-hz`, stamped
-with sim time) so the chunker, stitcher and bridge work; pass 0 to run without. Samples every node
+The robot config's learned planner provides the plan features; for a config without one, a stand-in
+publishes one fixed set (seeded, `--plan-features-hz` > 0, stamped with sim time). `--max-wall-s`
+stops early on a slow machine and reports what was measured. Samples every node
 process's RSS (/proc) each `--sample-s` of sim time; after `--warmup-s` the RSS of each node may grow
 at most `--max-rss-growth` (fraction); diagnostics rates per node are compared between the first and
 second half of the measured window; ERROR diagnostics count after the warm-up. Prints a table;
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -54,10 +56,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sim-seconds", type=float, default=1800.0, help="sim time to run (s)")
     ap.add_argument("--warmup-s", type=float, default=120.0, help="sim time before the RSS baseline (s)")
     ap.add_argument("--sample-s", type=float, default=30.0, help="sim time between samples (s)")
-    ap.add_argument("--plan-features-hz", type=float, default=2.0, help="stand-in planner rate; 0 = none")
+    ap.add_argument("--plan-features-hz", type=float, default=0.0,
+                    help="stand-in planner rate, for robot configs without a planner; 0 = none (the config's "
+                         "learned planner provides the plan features)")
     ap.add_argument("--max-rss-growth", type=float, default=0.10)
+    ap.add_argument("--max-wall-s", type=float, default=0.0,
+                    help="stop after this much wall time and report what was measured (0: no limit; on a "
+                         "shared machine the simulator may run far below real time)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
+
+    from plan_stack.ros.domains import reserve_domain
+
+    if "ROS_DOMAIN_ID" not in os.environ:  # a domain of its own: no traffic shared with other runs
+        domain, _domain_lock = reserve_domain()
+        os.environ["ROS_DOMAIN_ID"] = str(domain)
 
     import numpy as np
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -101,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             rate_marks = []  # (sim t, {node: count})
             wall0 = time.monotonic()
             while sim["t"] < args.sim_seconds:
+                if args.max_wall_s and time.monotonic() - wall0 > args.max_wall_s:
+                    print(f"[soak] wall-time limit {args.max_wall_s:.0f} s reached at sim {sim['t']:.1f} s",
+                          flush=True)
+                    break
                 ex.spin_once(timeout_sec=0.05)
                 if up.poll() is not None:
                     died.append(f"bring-up exited with {up.returncode}")

@@ -133,6 +133,57 @@ def test_chunker_cadence_rtc_prefix_and_refusals(checkpoint, backend):
             assert rig.chunks[-1].prefix_len == 0
 
 
+def test_clock_jumping_back_drops_plan_and_rtc_state(checkpoint):
+    """Simulator reset: /clock goes from 20 s back to 1 s. The plan features from before are dropped (no chunk
+    from them), a plan stamped before the reset is refused, and fresh features start a chunk without prefix."""
+    params = [Parameter("use_sim_time", value=True), Parameter("checkpoint", value=checkpoint),
+              Parameter("joint_names", value=JOINTS), Parameter("method", value="hard_prefix"),
+              Parameter("execution_horizon_steps", value=S), Parameter("initial_delay_steps", value=2.0),
+              Parameter("max_plan_age_s", value=0.5)]
+    with ros_context() as ctx:
+        rig = _Rig(ctx)
+        chunker = ChunkerNode(context=ctx, parameter_overrides=params)
+        with executor_with(ctx, chunker, rig.node) as ex:
+            assert spin_until(ex, lambda: rig.obs.get_subscription_count() and rig.plan.get_subscription_count()
+                              and rig.node.count_subscribers("/clock") >= 1, 10.0)
+
+            def clock(t_s):
+                rig.clock.publish(Clock(clock=_time(t_s)))
+                assert spin_until(ex, lambda: abs(chunker.get_clock().now().nanoseconds * 1e-9 - t_s) < 1e-6, 15.0)
+
+            def observe(t_s):
+                seen = chunker.observations_seen
+                rig.obs.publish(rig.observation(t_s, (0.1, 0.2, 0.3)))
+                assert spin_until(ex, lambda: chunker.observations_seen > seen, 15.0)
+
+            clock(20.0)
+            rig.plan.publish(rig.features(20.0))
+            assert spin_until(ex, lambda: chunker._plan is not None, 15.0)
+            for k in range(S + 1):
+                clock(20.0 + k * DT)
+                observe(20.0 + k * DT)
+            assert spin_until(ex, lambda: len(rig.chunks) == 2, 15.0)
+            assert rig.chunks[1].prefix_len == 2
+
+            clock(1.0)  # the simulator was reset
+            assert spin_until(ex, lambda: _diag_seen(rig, "clock", "clock jumped back"), 15.0)
+            assert chunker.clock_resets == 1 and chunker._plan is None
+            observe(1.0)  # no plan features from before the reset are used
+            assert spin_until(ex, lambda: _diag_seen(rig, "plan", "from before the reset dropped"), 15.0)
+            rig.plan.publish(rig.features(20.1))  # in flight from before the reset: stamped in the future
+            assert spin_until(ex, lambda: _diag_seen(rig, "plan", "ahead of the node clock"), 15.0)
+            assert len(rig.chunks) == 2
+
+            rig.plan.publish(rig.features(1.0))
+            assert spin_until(ex, lambda: chunker._plan is not None, 15.0)
+            clock(1.02)
+            observe(1.02)
+            assert spin_until(ex, lambda: len(rig.chunks) == 3, 15.0)
+            last = rig.chunks[-1]
+            assert last.prefix_len == 0  # the RTC state was dropped: nothing locked from the old chunk
+            assert last.header.stamp.sec == 1
+
+
 def test_chunker_rejects_a_checkpoint_that_does_not_fit(checkpoint, tmp_path):
     with ros_context() as ctx:
         with pytest.raises(ParameterError, match="joint_names: 2 joints"):

@@ -157,3 +157,11 @@ def test_clock_reset_forgets_the_state_and_ends_goals():
     assert mon.step(0.1, False).outcome is GoalOutcome.PREEMPTED
     assert not b.accept(_move([0.2, 0.0]), 0.1).verdict.ok and b.stop(0.1) is None
     assert b.on_joint_state(np.array([0.0, 0.0]), 0.2)  # the next measurement starts a new reference
+
+
+def test_a_measurement_beyond_a_limit_by_more_than_the_range_is_implausible():
+    b = _bridge()
+    assert b.implausible_state(np.array([2.5, -2.0])) is None  # beyond the limit, but by less than the range
+    why = b.implausible_state(np.array([0.0, 1e300]))
+    assert why is not None and why.startswith("position of b (1e+300) lies beyond its limits")
+    assert b.implausible_state(np.array([-6.01, 0.0])) is not None

@@ -72,8 +72,12 @@ def test_rule_scales_and_insets_each_limit():
     bridge = Limits.for_joints(("a", "b", "g"), [-1.0, -np.inf, 0.0], [1.0, np.inf, 1.0], [2.0, 3.0, 5.0],
                                [10.0, 20.0, 40.0], [100.0, 200.0, np.inf])
     out = LimitRule(0.5, 0.25, 0.1, 0.8, 0.2).stitcher_limits(bridge, ("a", "g"), ("g",))
-    assert out == {"v_max": (1.0,), "a_max": (2.5,), "j_max": (10.0,), "q_min": (-0.8,), "q_max": (0.8,),
+    # every joint bounded: one range per joint, the discrete channel at the bridge's own range
+    assert out == {"v_max": (1.0,), "a_max": (2.5,), "j_max": (10.0,), "q_min": (-0.8, 0.0), "q_max": (0.8, 1.0),
                    "discrete_rate": (4.0,)}
+    open_gripper = Limits.for_joints(("a", "g"), [-1.0, -np.inf], [1.0, np.inf], [2.0, 5.0], [10.0, 40.0])
+    out = LimitRule(0.5, 0.25, 0.1, 0.8, 0.2).stitcher_limits(open_gripper, ("a", "g"), ("g",))
+    assert (out["q_min"], out["q_max"]) == ((-0.8,), (0.8,))  # the continuous joints' only
     both = LimitRule().stitcher_limits(bridge, ("a", "b"))
     assert "q_min" not in both  # b has no position range: nothing to derive
     assert both["j_max"] == pytest.approx((80.0, 160.0))

@@ -224,3 +224,67 @@ def test_a_goal_the_bridge_aborts_re_anchors_the_next_trajectory():
             assert node.counts["reanchored"] == 1
             assert spin_until(ex, lambda: any("refused" in s.message for s in peer.diags), 10.0)
         server.destroy()
+
+
+def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
+    """Simulator reset: /clock goes from 50 s back to 1 s. The trajectory and joint state from before are
+    dropped (WARN `clock`, counted), a chunk stamped before the reset is rejected, and the next chunk starts
+    from joint_states measured after the reset."""
+    from builtin_interfaces.msg import Time
+    from rosgraph_msgs.msg import Clock
+
+    from plan_stack.ros.qos import LATCHED_QOS
+    from plan_stack.ros.time import s_to_stamp
+
+    with ros_context() as ctx:
+        node = _node(ctx, use_sim_time=True)
+        peer = _Peer(context=ctx)
+        clock_pub = peer.create_publisher(Clock, "/clock", LATCHED_QOS)
+        ref = _reference()[:50]
+
+        def chunk_at(t_s, positions=ref):
+            msg = peer.chunk(positions)
+            msg.header.stamp = s_to_stamp(t_s)
+            return msg
+
+        def state_at(t_s, q):
+            msg = JointState(name=NAMES, position=list(map(float, q)), velocity=[0.0] * len(NAMES))
+            msg.header.stamp = s_to_stamp(t_s)
+            peer.states.publish(msg)
+            return node._measured is not None and np.allclose(node._measured[1], q)
+
+        def clock(t_s):
+            clock_pub.publish(Clock(clock=Time(sec=int(t_s), nanosec=int(round((t_s % 1) * 1e9)))))
+            return spin_until(ex, lambda: abs(node.get_clock().now().nanoseconds * 1e-9 - t_s) < 1e-6, 15.0)
+
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0
+                              and peer.count_subscribers("/clock") >= 1, 20.0)
+            assert clock(50.0)
+            assert spin_until(ex, lambda: state_at(50.0, ref[0]), 15.0)
+            peer.chunks.publish(chunk_at(50.0))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            assert node.stitcher.active is not None
+
+            assert clock(1.0)  # the simulator was reset
+            assert spin_until(ex, lambda: any(s.name == "stitcher: clock" and "jumped back" in s.message
+                                              for s in peer.diags), 15.0)
+            assert node.counts["clock_resets"] == 1
+            assert node.stitcher.active is None and node._measured is None
+            peer.chunks.publish(chunk_at(50.02))  # in flight from before the reset
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert any("future" in s.message for s in peer.diags if "rejected chunk" in s.message) or spin_until(
+                ex, lambda: any("future" in s.message for s in peer.diags if "rejected chunk" in s.message), 10.0)
+            # No measured state from the new world yet: refused, nothing from the old one is used.
+            peer.chunks.publish(chunk_at(1.0))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 2, 15.0)
+            assert len(peer.trajs) == 1
+
+            moved = ref[0] + np.array([0.3, -0.2, 0.1, 0.0])  # where the reset left the robot
+            assert spin_until(ex, lambda: state_at(1.0, moved), 15.0)
+            peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            after = peer.trajs[1]
+            assert after.header.stamp.sec == 1
+            np.testing.assert_allclose(after.points[0].positions[:3], moved[:3], atol=1e-12)

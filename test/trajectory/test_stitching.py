@@ -106,15 +106,61 @@ def _ref(H=20):
     (Chunk(0.0, NAMES, DT, _ref(3)), "horizon"),
     (Chunk(-5.0, NAMES, DT, _ref()), "stale"),
     (Chunk(-0.37, NAMES, DT, _ref()), "stale"),  # only 2 samples left: not more than stitch_len
+    (Chunk(-2.5, NAMES, DT, _ref(200)), "stale"),  # part of its span is left, but older than max_chunk_age_s
+    (Chunk(1.5, NAMES, DT, _ref()), "future"),  # beyond max_chunk_lead_s: a wrong clock
+    (Chunk(1e9, NAMES, DT, _ref()), "future"),
+    (Chunk(0.0, NAMES, DT, _ref(501)), "horizon"),  # beyond max_horizon
+    (Chunk(0.0, ("j0", "j0", "j2", "grip"), DT, _ref()), "joint_names"),  # duplicated
+    (Chunk(0.0, NAMES, DT, _ref() + np.array([0.0, 0.0, 1.2, 0.0])), "position_limits"),
+    (Chunk(0.0, NAMES, DT, _ref() - np.array([1e300, 0.0, 0.0, 0.0])), "position_limits"),
 ])
 def test_bad_chunks_are_rejected_and_change_nothing(chunk, reason):
-    s = Stitcher(_cfg())
+    s = Stitcher(_cfg(q_min=(-1.0, -1.0, -1.0), q_max=(1.0, 1.0, 1.0)))
     first = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4)))
     assert first.status is StitchStatus.OK
     with pytest.raises(ChunkError, match=f"^{reason}") as info:
         s.process(chunk, 0.0)
     assert info.value.reason == reason
     assert s.active is first.trajectory
+
+
+@pytest.mark.parametrize("backend", ["mpc", "ruckig"])
+def test_samples_just_beyond_a_position_limit_are_held_there_and_counted(backend):
+    s = Stitcher(_cfg(backend=backend, q_min=(-1.0, -1.0, -1.0), q_max=(1.0, 1.0, 1.0), position_tolerance=0.05))
+    ref = _ref(30)
+    ref[:, 1] = np.linspace(0.9, 1.04, 30)  # the last samples are up to 0.04 beyond q_max
+    res = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (ref[0], np.zeros(4), np.zeros(4)))
+    assert res.status is StitchStatus.OK
+    assert res.clamped_samples == int(np.count_nonzero(ref[:, 1] > 1.0)) > 0
+    assert any("held at the limit" in m for m in res.messages)
+    assert res.trajectory.positions[:, 1].max() <= 1.0
+    inside = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0)
+    assert inside.clamped_samples == 0
+
+
+def test_horizon_bounds_are_configurable():
+    s = Stitcher(_cfg(min_horizon=10, max_horizon=12))
+    state = (np.zeros(4), np.zeros(4), np.zeros(4))
+    for H, ok in ((9, False), (10, True), (12, True), (13, False)):
+        if ok:
+            assert s.process(Chunk(0.0, NAMES, DT, _ref(H)), 0.0, state).status is StitchStatus.OK
+        else:
+            with pytest.raises(ChunkError, match="^horizon"):
+                s.process(Chunk(0.0, NAMES, DT, _ref(H)), 0.0, state)
+
+
+def test_process_is_validate_align_solve():
+    """The three stages compose to `process` (an alignment is independent of how it is solved)."""
+    state = (np.zeros(4), np.zeros(4), np.zeros(4))
+    chunk = Chunk(0.0, NAMES, DT, _ref(30))
+    whole = Stitcher(_cfg()).process(chunk, 0.05, state)
+    s = Stitcher(_cfg())
+    R, clamped = s.validate(chunk, 0.05)
+    al = s.align(chunk, R, 0.05, state)
+    assert al.t_start == pytest.approx(0.06) and al.trimmed == 3 and al.bridge_len == 1
+    parts = s.solve(al, clamped=clamped)
+    np.testing.assert_array_equal(parts.trajectory.positions, whole.trajectory.positions)
+    assert s.active is parts.trajectory
 
 
 def test_flat_layout_and_shape_errors():
@@ -156,8 +202,10 @@ def test_gripper_is_rate_limited_pass_through():
     ref = _ref(40)
     ref[:, 3] = 1.0
     tr = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4))).trajectory
-    np.testing.assert_allclose(np.diff(tr.positions[:, 3]), 0.02)  # 1.0/s for 0.78 s, never reaching 1
-    assert tr.positions[-1, 3] == pytest.approx(0.78)
+    # steps of 1.0/s * 0.02 s * 8/15 (at rest at every sample: the quintic between peaks at the rate)
+    np.testing.assert_allclose(np.diff(tr.positions[:, 3]), 0.02 * 8 / 15)
+    assert tr.positions[-1, 3] == pytest.approx(0.78 * 8 / 15)
+    assert not np.any(tr.velocities[:, 3]) and not np.any(tr.accelerations[:, 3])
 
 
 @pytest.mark.parametrize("backend", ["mpc", "ruckig"])
@@ -222,6 +270,9 @@ def test_trajectory_sampling_is_exact_on_cubic_segments():
     (dict(stitch_len=0), "stitch_len"),
     (dict(ruckig_stride=6, ruckig_lookahead=3), "ruckig_lookahead"),
     (dict(j_max=-1.0), "j_max"),
+    (dict(min_horizon=20, max_horizon=10), "min_horizon"),
+    (dict(max_chunk_lead_s=-1.0), "max_chunk_lead_s"),
+    (dict(position_tolerance=-0.1), "position_tolerance"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ConfigError, match=f"^{match}"):
@@ -271,3 +322,40 @@ def test_modes_are_enums_that_read_from_their_strings():
     assert (cfg.backend, cfg.mode, cfg.qp_solver) == (Backend.RUCKIG, StitchMode.SETTLE, QpSolver.OSQP)
     with pytest.raises(ConfigError, match=r"^mode: 'stop' is not one of \['tracking', 'settle'\]"):
         StitcherConfig(joint_names=("a",), mode="stop")
+
+
+def test_discrete_channel_interpolated_between_samples_stays_within_its_rate():
+    """What a quintic-interpolating bridge follows between the samples (found by the ALOHA soak: with
+    finite-difference velocities it overshot the rate by 1.5x where the rate limiter started or stopped)."""
+    s = Stitcher(_cfg(discrete_rate=1.0, stitch_len=1))
+    ref = _ref(40)
+    ref[:, 3] = np.where(np.arange(40) < 10, 0.0, 0.3)  # the gripper ramps to 0.3 at 1/s, then stops
+    tr = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.zeros(4), np.zeros(4), np.zeros(4))).trajectory
+    t = np.linspace(tr.t0_s, tr.end_s, 40 * 50)
+    q = tr.sample(t)[0][:, 3]
+    v = np.abs(np.diff(q) / np.diff(t))
+    assert v.max() <= 1.0 * 1.01
+
+
+def test_discrete_joints_take_position_limits_when_they_list_every_joint():
+    s = Stitcher(_cfg(q_min=(-1.0, -1.0, -1.0, 0.0), q_max=(1.0, 1.0, 1.0, 1.0), discrete_rate=10.0))
+    ref = _ref(30)
+    ref[:, 3] = np.linspace(0.5, 1.03, 30)  # the gripper reference ends 0.03 above its range
+    res = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.r_[ref[0, :3], 0.5], np.zeros(4), np.zeros(4)))
+    assert res.clamped_samples == int(np.count_nonzero(ref[:, 3] > 1.0)) > 0
+    assert res.trajectory.positions[:, 3].max() <= 1.0
+    np.testing.assert_array_equal(s.limits.q_max, [1.0, 1.0, 1.0])  # the continuous joints' own
+    ref[:, 3] = 1.2
+    with pytest.raises(ChunkError, match="^position_limits: .* grip "):
+        s.process(Chunk(0.0, NAMES, DT, ref), 0.0)
+
+
+def test_a_start_from_the_measured_state_is_due_measured_start_lead_s_later():
+    """The controller joins its present reference to the first sample; that join must not be a spike."""
+    state = (np.zeros(4), np.zeros(4), np.zeros(4))
+    s = Stitcher(_cfg(measured_start_lead_s=0.1))
+    first = s.process(Chunk(0.0, NAMES, DT, _ref(40)), 0.0, state)
+    assert first.trajectory.t0_s == pytest.approx(0.1) and first.trimmed_steps == 5
+    # stitched onto our own trajectory (the controller's reference): no extra lead
+    second = s.process(Chunk(0.04, NAMES, DT, _ref(40)), 0.04)
+    assert second.trajectory.t0_s == pytest.approx(0.04)

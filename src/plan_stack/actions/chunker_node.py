@@ -16,10 +16,12 @@ actually elapsed on the node clock until the chunk was published.
 
 Refusals (no chunk, a diagnostic with the reason, RTC state reset so the
 next chunk starts fresh): no plan features yet, features older than
-`max_plan_age_s` relative to the observation, features of the wrong shape
-or non-finite, an observation missing configured joints or with non-finite
-positions. A chunk is never republished and never filled with zeros; the
-stitcher settles on the last one it has.
+`max_plan_age_s` relative to the observation (or stamped that far after it
+or after the node clock), features of the wrong shape or non-finite, an
+observation missing configured joints or with non-finite positions. A chunk
+is never republished and never filled with zeros; the stitcher settles on the
+last one it has. When ROS time jumps back (simulator reset), the plan
+features and the RTC state are dropped (WARN `clock`).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
 from plan_stack.paths import find_data
+from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
@@ -139,6 +142,8 @@ class ChunkerNode(Node):
         self.chunks_published = 0
         self.observations_seen = 0
         self.refusals: dict[str, int] = {}
+        self.clock_resets = 0  # bumped by the clock-jump callback; the observation callback acts on it
+        self._epoch_seen = 0  # clock_resets value the RTC state belongs to
 
         obs_qos = copy.copy(qos_by_name(cfg.observation_qos))
         obs_qos.depth = 1
@@ -150,6 +155,7 @@ class ChunkerNode(Node):
         self._diag = Diagnostics(self, cfg.diagnostics_period_s)
         self._diag.report("plan", STALE, self._plan_problem)
         self._diag.report("chunks", OK, "waiting for the first chunk", method=self.rtc_cfg.method)
+        on_clock_reset(self, self._on_clock_reset)
 
     def close(self) -> None:
         """Remove a start-up export (backend onnx/tensorrt without engine_dir)."""
@@ -157,6 +163,18 @@ class ChunkerNode(Node):
             self.engine.close()
 
     # --- callbacks ----------------------------------------------------------------
+
+    def _on_clock_reset(self) -> None:
+        """ROS time went back (simulator reset or restart): plan features from before it describe another
+        world; drop them now. The RTC state (previous chunk, delay estimate) is reset by the observation
+        callback, which owns it, and a chunk computed while the reset happened is not published."""
+        with self._plan_lock:
+            self._plan = None
+            self._plan_problem = "clock jumped back: plan features from before the reset dropped"
+            self.clock_resets += 1
+        self.get_logger().warning("clock jumped back (simulator reset?): dropped the plan features and RTC state")
+        self._diag.report("clock", WARN, "clock jumped back: plan features and RTC state dropped",
+                          now=True, clock_resets=self.clock_resets)
 
     def _on_plan(self, msg: PlanFeatures) -> None:
         shape = tuple(msg.shape)
@@ -170,6 +188,11 @@ class ChunkerNode(Node):
             self._reject_plan("plan features contain non-finite values")
             return
         stamp = _to_s(msg.plan_stamp) or _to_s(msg.header.stamp)
+        lead = stamp - self._now_s()
+        if lead > self.cfg.max_plan_age_s:  # stamped in the future: a wrong clock, or from before a reset
+            self._reject_plan(f"plan features stamped {lead:.3f} s ahead of the node clock (max_plan_age_s "
+                              f"{self.cfg.max_plan_age_s})")
+            return
         with self._plan_lock:
             self._plan = (stamp, data.reshape(shape))
             self._plan_problem = ""
@@ -178,6 +201,10 @@ class ChunkerNode(Node):
 
     def _on_observation(self, msg: Observation) -> None:
         self.observations_seen += 1
+        epoch = self.clock_resets
+        if epoch != self._epoch_seen:  # the clock went back since the last observation
+            self._epoch_seen = epoch
+            self.runtime.reset()
         t_query = _to_s(msg.header.stamp)
         due = self.runtime.next_query_s()
         if due is not None and t_query < due - 0.5 * self.runtime.dt_s:
@@ -191,8 +218,9 @@ class ChunkerNode(Node):
             self._refuse("plan", ERROR, plan_problem or "no plan features")
             return
         age = t_query - plan[0]
-        if age > self.cfg.max_plan_age_s:
-            self._refuse("plan", STALE, f"plan features are {age:.3f} s old at the observation "
+        if abs(age) > self.cfg.max_plan_age_s:
+            when = f"{age:.3f} s old at" if age > 0 else f"stamped {-age:.3f} s after"
+            self._refuse("plan", STALE, f"plan features are {when} the observation "
                          f"(max_plan_age_s {self.cfg.max_plan_age_s})", age_s=f"{age:.3f}")
             return
         try:
@@ -203,6 +231,9 @@ class ChunkerNode(Node):
         t0 = time.perf_counter()
         result = self.policy.sample(state, plan[1], request, generator=self._gen)
         inference_s = time.perf_counter() - t0
+        if self.clock_resets != epoch:  # computed for the world before a reset: never published
+            self.runtime.reset()
+            return
         self._publish(msg, request, result)
         consumed = max(self._now_s() - t_query, 0.0) / self.runtime.dt_s
         self.runtime.commit(request, result.positions, inference_s, consumed)

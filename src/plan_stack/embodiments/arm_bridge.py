@@ -132,6 +132,18 @@ class ArmBridge:
 
     # --- inputs -----------------------------------------------------------------
 
+    def implausible_state(self, q: np.ndarray) -> str | None:
+        """Why a finite measurement cannot be a real one (beyond a position limit by more than the joint's
+        whole range: a sensor or message fault), or None."""
+        lo, hi = self.limits.q_min, self.limits.q_max
+        span = np.where(np.isfinite(hi - lo), hi - lo, np.inf)
+        out = np.flatnonzero((q < lo - span) | (q > hi + span))
+        if not len(out):
+            return None
+        i = int(out[0])
+        return (f"position of {self.names[i]} ({q[i]:.6g}) lies beyond its limits [{lo[i]:.4g}, {hi[i]:.4g}] "
+                "by more than their range")
+
     def on_joint_state(self, q: np.ndarray, stamp_s: float) -> bool:
         """A validated measurement in stack units; True when it is the first (the reference starts there)."""
         self.measured = np.asarray(q, dtype=float)

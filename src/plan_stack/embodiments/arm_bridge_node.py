@@ -150,6 +150,11 @@ class ArmBridgeNode(Node):
                                     reason=exc.reason.value)
             return
         q = self._joint_to_stack(raw)
+        problem = self.bridge.implausible_state(q)
+        if problem is not None:  # a sensor or message fault: never measured, held to or tracked against
+            self.diagnostics.report("joint_states", ERROR, f"rejected: joint_states {problem}", now=True,
+                                    reason="implausible")
+            return
         with self._lock:
             if self.bridge.on_joint_state(q, stamp_to_s(msg.header.stamp)):
                 self._on_first_state(q)

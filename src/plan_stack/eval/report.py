@@ -127,13 +127,16 @@ def _limits(robot: str) -> tuple[list[str], dict[str, np.ndarray]] | None:
         if spec.executable != "stitcher":
             continue
         p = spec.parameters
-        names = [n for n in p.get("joint_names", []) if n not in set(p.get("discrete_joints", []))]
+        every = list(p.get("joint_names", []))
+        names = [n for n in every if n not in set(p.get("discrete_joints", []))]
         if not names or "v_max" not in p or "a_max" not in p:
             return None
         lim = {}
         for key in ("v_max", "a_max", "q_min", "q_max"):
             if key in p and p[key] not in (None, []):
                 v = np.asarray(p[key], dtype=float)
+                if v.ndim == 1 and len(v) == len(every) != len(names):  # listed for every joint
+                    v = v[[every.index(n) for n in names]]
                 lim[key] = np.full(len(names), float(v)) if v.ndim == 0 else v
         return names, lim
     return None

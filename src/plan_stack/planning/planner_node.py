@@ -14,7 +14,9 @@ Threads: planning runs in one worker thread, so the node keeps spinning
 waiting observation only; one that arrives while another waits replaces it
 (counted `superseded`). Observations older than `max_observation_age_s` by
 the node clock (sim time aware) are skipped (`stale`), at arrival and again
-when the worker takes them; malformed ones (cameras, image encoding/size,
+when the worker takes them, and so are those stamped that far ahead of it
+(`future`); a `plan_request` goal asking for kinds the model does not emit is
+rejected with a WARN diagnostic `requests`; malformed ones (cameras, image encoding/size,
 non-finite joint state) give a WARN diagnostic naming the field. A plan
 whose primitives or features are not finite is never published (`invalid`).
 A `plan_request` goal plans on the freshest observation with its own
@@ -177,6 +179,10 @@ class PlannerNode(Node):
             self._skip("stale", WARN, f"stale observation: {age:.3f} s old (max_observation_age_s "
                        f"{self.cfg.max_observation_age_s})")
             return
+        if -age > self.cfg.max_observation_age_s:  # a wrong clock, or sent before a simulator reset
+            self._skip("future", WARN, f"observation stamped {-age:.3f} s ahead of the node clock "
+                       f"(max_observation_age_s {self.cfg.max_observation_age_s})")
+            return
         with self._cond:
             self._latest = (frame, msg.header.stamp, msg.instruction)
             last = self._last_planned_s
@@ -214,6 +220,9 @@ class PlannerNode(Node):
             self.runtime.check_kinds(list(goal.primitive_kinds))
         except ConfigError as exc:
             self.get_logger().warning(f"plan_request rejected: {exc}")
+            self.counts["requests_rejected"] += 1
+            self._diag.report("requests", WARN, f"plan_request rejected: {exc}", now=True,
+                              rejected=self.counts["requests_rejected"])
             return GoalResponse.REJECT
         with self._cond:
             busy = self._request is not None

@@ -100,6 +100,8 @@ def executor_for(node: Node, threads: int | None = None) -> Executor:
     SingleThreadedExecutor. rclpy's MultiThreadedExecutor costs a busy core
     when polled with `spin_once` and is reserved for nodes that need it.
     `threads` overrides the node's own count (bring-up `--threads`).
+    rclpy's EventsExecutor is not offered: its `shutdown()` from another
+    thread deadlocks on the GIL (docs/failure_behaviour.md, Executors).
     """
     wanted = int(threads if threads is not None else getattr(node, "executor_threads", 1))
     if wanted <= 1:

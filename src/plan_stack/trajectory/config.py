@@ -44,7 +44,9 @@ class StitcherConfig:
     q_min: tuple[float, ...] = param("Lower position limit per continuous joint; empty = none", ())
     q_max: tuple[float, ...] = param("Upper position limit per continuous joint; empty = none", ())
     discrete_rate: float | tuple[float, ...] = param(
-        "Rate limit of the discrete joints (units/s), scalar or one per discrete joint", 2.0, min=1e-9)
+        "Rate limit of the discrete joints (units/s), scalar or one per discrete joint: the peak speed of the "
+        "interpolated curve (they are emitted at rest at every sample; the mean speed is 8/15 of it)", 2.0,
+        min=1e-9)
     w_tracking: float = param("MPC weight on (q - reference)²", 1.0, min=0.0)
     w_velocity: float = param("MPC weight on v²", 0.0, min=0.0)
     w_acceleration: float = param("MPC weight on a²", 1e-5, min=0.0)
@@ -65,6 +67,21 @@ class StitcherConfig:
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)
     ruckig_lookahead: int = param("Ruckig: the chaser targets the reference this many samples ahead", 10, min=1)
     settle_max_s: float = param("Longest tail appended in settle mode to come to rest (s)", 3.0, min=0.0)
+    measured_start_lead_s: float = param(
+        "Starting from the measured state (nothing of ours is executing), the first sample is due no earlier than "
+        "now + this: the controller joins its present reference to that sample, and a short join between two "
+        "states that differ (measured vs commanded) would be a spike in acceleration (s)", 0.0, min=0.0, max=2.0)
+    max_chunk_lead_s: float = param(
+        "Chunks stamped further than this ahead of now are rejected (a wrong clock or stamp; s)", 1.0, min=0.0)
+    max_chunk_age_s: float = param(
+        "Chunks stamped longer ago than this are rejected as stale, even when part of their span is left (s)", 2.0,
+        min=0.0)
+    min_horizon: int = param("Shortest chunk accepted (samples; it must also be longer than stitch_len)", 2, min=2)
+    max_horizon: int = param("Longest chunk accepted (samples): bounds what one chunk can cost to solve", 500,
+                             min=2, max=100000)
+    position_tolerance: float = param(
+        "Chunk samples beyond q_min/q_max by more than this are rejected; samples closer than this are held "
+        "at the limit and counted (rad or m)", 0.05, min=0.0)
     command_latency_s: float = param(
         "Time a command needs to reach the robot; the first new sample is due no earlier than now + this", 0.0,
         min=0.0, max=1.0)
@@ -94,6 +111,8 @@ class StitcherConfig:
             raise ConfigError("q_min: q_min and q_max must be given together")
         if isinstance(self.discrete_rate, tuple) and len(self.discrete_rate) not in (1, nd):
             raise ConfigError(f"discrete_rate: expected a scalar or {nd} values, got {len(self.discrete_rate)}")
+        if self.min_horizon > self.max_horizon:
+            raise ConfigError(f"min_horizon: {self.min_horizon} exceeds max_horizon {self.max_horizon}")
         if self.ruckig_lookahead < self.ruckig_stride:
             raise ConfigError(f"ruckig_lookahead: must be >= ruckig_stride ({self.ruckig_stride})")
 

@@ -262,9 +262,10 @@ class LimitRule:
     def stitcher_limits(self, bridge: Limits, joint_names, discrete_joints=()) -> dict[str, tuple[float, ...]]:
         """Stitcher limit parameters (`StitcherConfig` field -> values) from the bridge's named limits.
 
-        `v_max`, `a_max`, `j_max`, `q_min`, `q_max` hold one value per continuous joint (in `joint_names`
-        order), `discrete_rate` one per discrete joint; `j_max` only when the bridge limits the jerk of every
-        continuous joint, the position bounds only where the bridge's range is finite for every one.
+        `v_max`, `a_max`, `j_max` hold one value per continuous joint (in `joint_names` order),
+        `discrete_rate` one per discrete joint; `j_max` only when the bridge limits the jerk of every
+        continuous joint. `q_min`/`q_max` list every joint when the bridge bounds every one (discrete joints
+        at the bridge's own range), else the continuous joints when those are all bounded, else nothing.
         """
         index = {n: i for i, n in enumerate(bridge.joint_names)}
         missing = [n for n in joint_names if n not in index]
@@ -278,8 +279,17 @@ class LimitRule:
         }
         if cont and np.all(np.isfinite(bridge.j_max[cont])):
             out["j_max"] = tuple(float(x) for x in bridge.j_max[cont] * self.jerk_scale)
+        every = [index[n] for n in joint_names]
+        lo_all, hi_all = bridge.q_min[every], bridge.q_max[every]
         lo, hi = bridge.q_min[cont], bridge.q_max[cont]
-        if cont and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
+        if disc and np.all(np.isfinite(lo_all)) and np.all(np.isfinite(hi_all)):
+            # Every joint bounded: one entry per joint (joint_names order). Discrete channels (grippers) keep
+            # the bridge's range itself: their references are clipped to it and they rest at its ends.
+            inset = np.array([0.0 if n in discrete_joints else self.position_margin for n in joint_names])
+            m = np.minimum(inset, 0.25 * (hi_all - lo_all))
+            out["q_min"] = tuple(float(x) for x in lo_all + m)
+            out["q_max"] = tuple(float(x) for x in hi_all - m)
+        elif cont and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
             m = np.minimum(self.position_margin, 0.25 * (hi - lo))  # never cross the middle of a short range
             out["q_min"] = tuple(float(x) for x in lo + m)
             out["q_max"] = tuple(float(x) for x in hi - m)

@@ -341,16 +341,13 @@ class JointMpc:
         res = solver.solve(raise_error=False)  # status is checked below
         return res, int(res.info.iter)
 
-    def _daqp_solve(self, sh: _Shape, x0: np.ndarray, j_unc: np.ndarray, lim: Limits, d: int):
-        """DAQP on the condensed problem of joint d: jerks as simple bounds, then q (when bounded), v, a
-        and brake rows in physical units. Returns (jerks, status, iterations)."""
+    def _daqp_model(self, sh: _Shape, c: float, has_q: bool):
+        """The DAQP workspace of (shape, brake coefficient, position rows): set up once."""
         N = sh.n
-        c = float(self._brake[d])
-        has_q = bool(np.isfinite(lim.q_min[d]) or np.isfinite(lim.q_max[d]))
         key = (N, sh.dt, id(sh), c, has_q)
         model = self._daqp.get(key)
-        G = sh.G_all
         if model is None:
+            G = sh.G_all
             rows = [G[:N]] if has_q else []
             A = np.ascontiguousarray(np.vstack(rows + [G[N:], G[N:2 * N] + c * G[2 * N:]]))
             m = A.shape[0] + N
@@ -360,19 +357,45 @@ class JointMpc:
             settings["iter_limit"] = self.active_set_max_iter or 10 * N
             model.settings = settings
             self._daqp[key] = model
-        free = sh.T_all @ x0  # [3N] states of zero jerk
-        fb = free[N:2 * N] + c * free[2 * N:]
-        v, a, jm = lim.v_max[d], lim.a_max[d], lim.j_max[d]
-        hi_parts = [np.full(N, jm)]
-        lo_parts = [np.full(N, -jm)]
-        if has_q:
-            hi_parts.append(np.minimum(lim.q_max[d], 1e30) - free[:N])
-            lo_parts.append(np.maximum(lim.q_min[d], -1e30) - free[:N])
-        hi_parts += [v - free[N:2 * N], a - free[2 * N:], v - fb]
-        lo_parts += [-v - free[N:2 * N], -a - free[2 * N:], -v - fb]
-        model.update(f=-(sh.hessian @ j_unc), bupper=np.concatenate(hi_parts), blower=np.concatenate(lo_parts))
-        x, _, flag, info = model.solve()
-        return x, (QpStatus.OPTIMAL if flag == 1 else QpStatus.INFEASIBLE), int(info["iterations"])
+        return model
+
+    def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray):
+        """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
+        bounded), v, a and brake rows in physical units. Gradients and bounds of all these joints are
+        built in a few batched numpy operations; only the solves run per joint. Returns (jerks [N, n],
+        failed joint indices, iterations)."""
+        N = sh.n
+        c = self._brake[joints]
+        free = sh.T_all @ x0[:, joints]  # [3N, n] states of zero jerk
+        fv, fa = free[N:2 * N], free[2 * N:]
+        fb = fv + c * fa
+        v, a, jm = lim.v_max[joints], lim.a_max[joints], lim.j_max[joints]
+        has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
+        qhi = np.minimum(lim.q_max[joints], 1e30) - free[:N]
+        qlo = np.maximum(lim.q_min[joints], -1e30) - free[:N]
+        jb = np.broadcast_to(jm, (N, len(joints)))
+        hi_rows = np.concatenate([v - fv, a - fa, v - fb])  # [3N, n]
+        lo_rows = np.concatenate([-v - fv, -a - fa, -v - fb])
+        F = -(sh.hessian @ J[:, joints])  # [N, n]
+        out = np.empty((N, len(joints)))
+        failed: list[int] = []
+        iters = 0
+        for k, d in enumerate(joints.tolist()):
+            model = self._daqp_model(sh, float(c[k]), bool(has_q[k]))
+            if has_q[k]:
+                hi = np.concatenate([jb[:, k], qhi[:, k], hi_rows[:, k]])
+                lo = np.concatenate([-jb[:, k], qlo[:, k], lo_rows[:, k]])
+            else:
+                hi = np.concatenate([jb[:, k], hi_rows[:, k]])
+                lo = np.concatenate([-jb[:, k], lo_rows[:, k]])
+            model.update(f=F[:, k], bupper=hi, blower=lo)
+            x, _, flag, info = model.solve()
+            iters += int(info["iterations"])
+            if flag != 1 or not np.all(np.isfinite(x)):
+                failed.append(d)
+                x = J[:, d]
+            out[:, k] = x
+        return out, failed, iters
 
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
@@ -397,10 +420,15 @@ class JointMpc:
         failed: list[int] = []
         iters = 0
         cap = self.active_set_max_iter or 10 * N
-        for d in (int(i) for i in bad):
-            if self.qp_solver == "daqp":
-                jd, qp_status, steps = self._daqp_solve(sh, x0[:, d], J[:, d], lim, d)
-            else:
+        if self.qp_solver == "daqp":
+            if len(bad):
+                Jb, failed, iters = self._daqp_joints(sh, x0, J, lim, bad)
+                ok = np.array([d not in failed for d in bad.tolist()], dtype=bool)
+                good = bad[ok]
+                J[:, good] = np.clip(Jb[:, ok], -lim.j_max[good], lim.j_max[good])
+                S[:, good] = sh.T_all @ x0[:, good] + sh.G_all @ J[:, good]
+        else:
+            for d in (int(i) for i in bad):
                 guess: list[tuple[int, float]] = []
                 if self.qp_solver == "osqp":
                     res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
@@ -414,13 +442,13 @@ class JointMpc:
                 # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
                 C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
                 jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, max_iter=cap, guess=guess)
-            iters += steps
-            if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
-                failed.append(d)
-                continue
-            jd = np.clip(jd, -lim.j_max[d], lim.j_max[d])
-            J[:, d] = jd
-            S[:, d] = sh.T_all @ x0[:, d] + sh.G_all @ jd
+                iters += steps
+                if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
+                    failed.append(d)
+                    continue
+                jd = np.clip(jd, -lim.j_max[d], lim.j_max[d])
+                J[:, d] = jd
+                S[:, d] = sh.T_all @ x0[:, d] + sh.G_all @ jd
         out = np.empty((3, M, D))
         out[:, 0] = x0
         out[:, 1:] = S.reshape(3, N, D)

@@ -155,6 +155,9 @@ class RuckigFilter:
         tq = np.minimum(np.maximum(ref, lim.q_min), lim.q_max) if lim.has_position_limits else ref
         vcap = self._vcap
         tv = np.minimum(np.maximum((tq[plan.hi] - tq[plan.lo]) * plan.inv_span, -vcap), vcap)
+        if lim.has_position_limits:  # a target on a position limit is reached at rest: no overshoot past it
+            at = tq[plan.target]
+            tv = np.where(((at >= lim.q_max) & (tv > 0)) | ((at <= lim.q_min) & (tv < 0)), 0.0, tv)
         tq_l, tv_l = tq[plan.target].tolist(), tv.tolist()
         inp, traj = r.inp, r.traj
         p, v, a = x0.tolist()

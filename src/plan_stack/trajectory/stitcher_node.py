@@ -14,7 +14,6 @@ import threading
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.time import Time
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
@@ -23,10 +22,12 @@ from plan_stack.config import param, validate
 from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk
 from plan_stack.ros.action_client import ActionCall, ActionCallError
+from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.time import stamp_to_ns
 from plan_stack.ros.trajectory import trajectory_to_msg
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
@@ -76,7 +77,7 @@ class StitcherNode(Node):
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
         self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0,
-                       "bad_joint_states": 0}
+                       "bad_joint_states": 0, "clamped_samples": 0, "clock_resets": 0}
         self._joints = JointSelector(self.cfg.joint_names)
         self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
@@ -95,6 +96,7 @@ class StitcherNode(Node):
         if self._bridge is not None:
             self._sender.start()
         self.diag.report("input", OK, "waiting for chunks", **self.counts)
+        on_clock_reset(self, self._on_clock_reset)
 
     # --- callbacks -----------------------------------------------------------------
 
@@ -113,6 +115,21 @@ class StitcherNode(Node):
                              rejected=self.counts["bad_joint_states"])
         v = sel.velocity if len(sel.velocity) else np.zeros(len(sel.position))
         self._measured = (self._now_s(), sel.position, v)
+
+    def _on_clock_reset(self) -> None:
+        """ROS time went back (simulator reset or restart): the active trajectory, the measured state and any
+        goal not yet sent belong to the old world; drop them, so the next chunk starts from fresh joint_states
+        (a chunk stamped before the reset now lies in the future and is rejected)."""
+        self.stitcher.reset()
+        self._measured = None
+        self._pending = None
+        self._refused = None
+        self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
+        self.counts["clock_resets"] += 1
+        self.get_logger().warning("clock jumped back (simulator reset?): dropped the active trajectory and the "
+                                  "measured state")
+        self.diag.report("clock", WARN, "clock jumped back: active trajectory and measured state dropped",
+                         now=True, **self.counts)
 
     def _now_s(self) -> float:
         return (self.get_clock().now().nanoseconds - self._epoch_ns) * 1e-9
@@ -161,13 +178,13 @@ class StitcherNode(Node):
         if self.node_cfg.initial_state == "joint_states":
             self._reanchor(now_s)
         try:
-            stamp_s = (Time.from_msg(msg.header.stamp).nanoseconds - self._epoch_ns) * 1e-9
+            stamp_s = (stamp_to_ns(msg.header.stamp) - self._epoch_ns) * 1e-9
             chunk = Chunk.from_flat(stamp_s, msg.joint_names, msg.dt, msg.horizon, msg.positions)
             result = self.stitcher.process(chunk, now_s, self._measured_state(now_s, chunk))
         except ChunkError as exc:
             self.counts["rejected"] += 1
             self.get_logger().warning(f"rejected chunk: {exc}")
-            self.diag.report("input", ERROR, f"rejected chunk: {exc}", now=True, reason=exc.reason, **self.counts)
+            self.diag.report("input", WARN, f"rejected chunk: {exc}", now=True, reason=exc.reason, **self.counts)
             return
         if result.status is StitchStatus.FAILED:
             self.counts["failed"] += 1
@@ -176,6 +193,7 @@ class StitcherNode(Node):
                              solve_ms=f"{result.solve_ms:.3f}", details="; ".join(result.messages), **self.counts)
             return
         self.counts["fallbacks"] += result.status is StitchStatus.FALLBACK
+        self.counts["clamped_samples"] += result.clamped_samples
         out = trajectory_to_msg(result.trajectory, self._epoch_ns)
         self.pub.publish(out)
         self.counts["published"] += 1
@@ -188,6 +206,7 @@ class StitcherNode(Node):
             solve_ms=f"{result.solve_ms:.3f}", generator=result.generator, limit_margin=f"{rep.margin:.4f}",
             v_ratio=f"{rep.v_ratio:.4f}", a_ratio=f"{rep.a_ratio:.4f}", j_ratio=f"{rep.j_ratio:.4f}",
             constrained_joints=result.constrained_joints, trimmed_steps=result.trimmed_steps,
+            clamped=result.clamped_samples,
             details="; ".join(result.messages), **self.counts)
 
     def _send_to_bridge(self, traj: JointTrajectory) -> None:

@@ -42,12 +42,21 @@ from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
 from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
 
 __all__ = [
-    "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Stitcher", "limits_from_config",
+    "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Alignment", "Stitcher",
+    "limits_from_config", "discrete_bounds",
 ]
+
+#: Peak speed of a quintic from rest to rest, in units of its mean speed (dp / h). Discrete channels are
+#: emitted at rest at every sample (v = a = 0) and step at most rate * dt / this per sample, so the curve a
+#: quintic-interpolating controller follows through them never exceeds the rate limit. (Finite-difference
+#: velocities overshoot it by about 1.5x where the rate limiter starts or stops.)
+_REST_TO_REST_PEAK = 15.0 / 8.0
+
 
 class ChunkError(TrajectoryError):
     """A chunk that must not become motion. `reason` is a short machine-readable code:
-    `shape`, `non_finite`, `joint_names`, `dt`, `horizon`, `stale`, `no_state`."""
+    `shape`, `non_finite`, `joint_names`, `dt`, `horizon`, `future`, `stale`, `position_limits`,
+    `no_state`."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
@@ -76,6 +85,22 @@ class Chunk:
         return cls(float(stamp_s), names, float(dt_s), flat.reshape(horizon, len(names)))
 
 
+def _rate_limited(start: np.ndarray, targets: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Rows x_i = x_{i-1} + clip(targets_i - x_{i-1}, -step, step) from x_{-1} = start ([n, Dd]).
+
+    A sequential recurrence: run on Python floats, per channel (numpy's per-call overhead on rows of one
+    or two values costs ten times more)."""
+    out = np.empty(targets.shape)
+    for j in range(targets.shape[1]):
+        x, s = float(start[j]), float(step[j])
+        col = []
+        for t in targets[:, j].tolist():
+            x += min(max(t - x, -s), s)
+            col.append(x)
+        out[:, j] = col
+    return out
+
+
 class StitchStatus(enum.Enum):
     OK = "ok"  # the configured backend's trajectory passed the limit check
     FALLBACK = "fallback"  # the primary failed or violated a limit; a fallback passed
@@ -94,6 +119,20 @@ class StitchResult:
     constrained_joints: int  # MPC joints where a bound was active (OSQP ran)
     seam_jump: tuple[float, float, float]  # max |Δq|, |Δv|, |Δa| against the execution state at sample 0
     messages: tuple[str, ...]
+    clamped_samples: int = 0  # reference samples beyond a position limit (within tolerance) held at the limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Alignment:
+    """A validated chunk laid on the output grid: what `Stitcher.solve` needs, nothing about the chunk."""
+
+    t_start: float  # when output sample 0 is due
+    reference: np.ndarray  # [n, D] reference at the output grid times from t_start, config joint order
+    bridge_len: int  # S: samples copied from the active trajectory (1 = start state only)
+    trimmed: int  # chunk samples skipped because their time had passed
+    bridge: tuple[np.ndarray, np.ndarray, np.ndarray]  # (q, v, a) [S, D] of the bridge samples
+    exec_state: np.ndarray  # [3, D] what is executing at t_start (for the seam check)
+    x_end: np.ndarray  # [3, D] the optimisation's start state (the bridge's last sample)
 
 
 def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
@@ -126,6 +165,14 @@ def limits_from_config(cfg: StitcherConfig) -> tuple[Limits, np.ndarray]:
     return lim, rate
 
 
+def discrete_bounds(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Position bounds [Dd] of the discrete joints: from q_min/q_max when those list every joint, else none."""
+    _, didx = joint_columns(cfg)
+    if len(cfg.q_min) == len(cfg.joint_names):
+        return np.asarray(cfg.q_min, float)[didx], np.asarray(cfg.q_max, float)[didx]
+    return np.full(len(didx), -np.inf), np.full(len(didx), np.inf)
+
+
 class Stitcher:
     """Turns chunks into limit-checked trajectories that join the one being executed.
 
@@ -135,6 +182,7 @@ class Stitcher:
     def __init__(self, cfg: StitcherConfig) -> None:
         self.cfg = cfg
         self.limits, self.discrete_rate = limits_from_config(cfg)
+        self._d_lo, self._d_hi = discrete_bounds(cfg)
         self._cidx, self._didx = joint_columns(cfg)
         # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
         all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
@@ -164,8 +212,12 @@ class Stitcher:
 
     # --- input ------------------------------------------------------------------
 
-    def _reference(self, chunk: Chunk) -> np.ndarray:
-        """Chunk positions [H, D] in config joint order; raises ChunkError on bad input."""
+    def validate(self, chunk: Chunk, now_s: float) -> tuple[np.ndarray, int]:
+        """(chunk positions [H, D] in config joint order, samples beyond a position limit within
+        `position_tolerance`, which the generators hold at the limit). Raises ChunkError on input that must
+        not become motion: bad names, shape, dt, non-finite values, a length outside
+        [min_horizon, max_horizon], a stamp more than `max_chunk_lead_s` ahead or `max_chunk_age_s` behind
+        now, samples beyond the position limits by more than `position_tolerance`."""
         cfg = self.cfg
         if not (math.isfinite(chunk.dt_s) and chunk.dt_s > 0):
             raise ChunkError("dt", f"sample period must be finite and > 0, got {chunk.dt_s!r}")
@@ -176,35 +228,76 @@ class Stitcher:
                                or set(chunk.joint_names) != set(cfg.joint_names)):
             missing = sorted(set(cfg.joint_names) - set(chunk.joint_names))
             extra = sorted(set(chunk.joint_names) - set(cfg.joint_names))
+            dup = sorted({j for j in chunk.joint_names if chunk.joint_names.count(j) > 1})
             raise ChunkError("joint_names", f"expected {len(cfg.joint_names)} joints {list(cfg.joint_names)}; "
-                             f"missing {missing}, unexpected {extra}, got {len(chunk.joint_names)}")
+                             f"missing {missing}, unexpected {extra}, duplicated {dup}, "
+                             f"got {len(chunk.joint_names)}")
         P = np.asarray(chunk.positions, dtype=float)
         if P.ndim != 2 or P.shape[1] != len(cfg.joint_names):
             raise ChunkError("shape", f"positions have shape {P.shape}")
+        H = len(P)
+        lo_h = max(cfg.min_horizon, cfg.stitch_len + 1)
+        if not lo_h <= H <= cfg.max_horizon:
+            raise ChunkError("horizon", f"horizon {H} outside [{lo_h}, {cfg.max_horizon}] (min_horizon, "
+                             f"stitch_len {cfg.stitch_len} + 1, max_horizon)")
         if not math.isfinite(float(np.add.reduce(P, axis=None))) and not np.isfinite(P).all():
             bad = sorted({chunk.joint_names[j] for j in np.argwhere(~np.isfinite(P))[:, 1]})
             raise ChunkError("non_finite", f"NaN/inf positions for {bad}")
-        if len(P) <= cfg.stitch_len:
-            raise ChunkError("horizon", f"horizon {len(P)} is not longer than stitch_len {cfg.stitch_len}")
-        if same_order:
-            return P
-        order = [chunk.joint_names.index(j) for j in cfg.joint_names]
-        return P[:, order]
+        lead = chunk.stamp_s - now_s
+        if lead > cfg.max_chunk_lead_s:
+            raise ChunkError("future", f"stamped {lead:.3f} s ahead of now (max_chunk_lead_s "
+                             f"{cfg.max_chunk_lead_s}): wrong clock or stamp")
+        if -lead > cfg.max_chunk_age_s:
+            raise ChunkError("stale", f"stamped {-lead:.3f} s ago (max_chunk_age_s {cfg.max_chunk_age_s})")
+        if not same_order:
+            P = P[:, [chunk.joint_names.index(j) for j in cfg.joint_names]]
+        return P, self._beyond_limits(P)
+
+    def _beyond_limits(self, P: np.ndarray) -> int:
+        """Samples outside [q_min, q_max] (continuous joints, and discrete ones when the limits list every
+        joint; 0 without position limits); raises ChunkError when one is further out than
+        `position_tolerance`."""
+        lim = self.limits
+        d_bounded = bool(np.isfinite(self._d_lo).any() or np.isfinite(self._d_hi).any())
+        if not (lim.has_position_limits or d_bounded):
+            return 0
+        cols = np.concatenate([np.arange(P.shape[1])[self._c], self._didx])
+        lo = np.concatenate([np.broadcast_to(lim.q_min, (lim.dof,)), self._d_lo])
+        hi = np.concatenate([np.broadcast_to(lim.q_max, (lim.dof,)), self._d_hi])
+        Pc = P[:, cols]
+        over = np.maximum(Pc - hi, lo - Pc)  # > 0: outside by that much
+        worst = float(over.max(initial=-math.inf))
+        if worst <= 0.0:
+            return 0
+        if worst > self.cfg.position_tolerance:
+            r, j = np.unravel_index(int(np.argmax(over)), over.shape)
+            name = self.cfg.joint_names[cols[j]]
+            raise ChunkError("position_limits", f"sample {r} of {name} is {worst:.4g} beyond its position "
+                             f"limits [{lo[j]:.4g}, {hi[j]:.4g}] (position_tolerance "
+                             f"{self.cfg.position_tolerance})")
+        return int(np.count_nonzero(over > 0.0))
 
     # --- main entry -----------------------------------------------------------------
 
     def process(self, chunk: Chunk, now_s: float,
                 measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> StitchResult:
-        """Stitch one chunk at execution time `now_s`.
+        """Stitch one chunk at execution time `now_s`: validate, align, solve.
 
         `measured` = (q, v, a) [D] in config joint order, the robot's state;
         used when no trajectory is active or the active one has ended. Raises
         ChunkError for input that must not become motion.
         """
         t_begin = time.perf_counter()
+        R, clamped = self.validate(chunk, now_s)
+        al = self.align(chunk, R, now_s, measured)
+        return self.solve(al, t_begin, clamped)
+
+    def align(self, chunk: Chunk, R: np.ndarray, now_s: float,
+              measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Alignment:
+        """Lay the validated reference R [H, D] on the output grid and pick the start state
+        (the active trajectory's bridge samples, or the measured state). Raises ChunkError."""
         cfg = self.cfg
         dt = cfg.dt
-        R = self._reference(chunk)
         H = len(R)
         span_end = chunk.stamp_s + (H - 1) * chunk.dt_s
         if now_s > span_end + _TIME_EPS * chunk.dt_s:
@@ -214,7 +307,8 @@ class Stitcher:
         use_active = act is not None and (measured is None or now_s <= act.end_s)
         if not use_active and measured is None:
             raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
-        earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
+        lead = cfg.command_latency_s if use_active else max(cfg.command_latency_s, cfg.measured_start_lead_s)
+        earliest = max(now_s + lead, chunk.stamp_s)
         origin = act.t0_s if use_active else chunk.stamp_s
         k = math.ceil((earliest - origin) / dt - _TIME_EPS)
         t_start = origin + k * dt
@@ -238,7 +332,6 @@ class Stitcher:
             frac = np.minimum(np.maximum(idx - lo, 0.0), 1.0)[:, None]
             ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
         trimmed = max(0, math.ceil(offset - _TIME_EPS))
-
         if use_active:
             bq, bv, ba = act.sample(t_start + dt * np.arange(S))
             exec_state = np.array([bq[0], bv[0], ba[0]])
@@ -246,12 +339,25 @@ class Stitcher:
         else:
             exec_state = x_end = self._measured(measured)
             bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
+        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end)
 
+    def solve(self, al: Alignment, t_begin: float | None = None, clamped: int = 0) -> StitchResult:
+        """Generate from the alignment's start state down the fallback chain (configured backend,
+        Ruckig, brake) and return the first trajectory that passes the limit check; it becomes the
+        active one. FAILED (and the active one unchanged) when none passes."""
+        if t_begin is None:
+            t_begin = time.perf_counter()
+        cfg = self.cfg
         c = self._c
-        x0 = x_end[:, c]
-        ref_c = ref[S - 1:, c]
+        bq, bv, ba = al.bridge
+        S = al.bridge_len
+        x0 = al.x_end[:, c]
+        ref_c = al.reference[S - 1:, c]
         settle = cfg.mode == "settle"
         messages: list[str] = []
+        if clamped:
+            messages.append(f"{clamped} reference samples beyond the position limits (within "
+                            f"position_tolerance) held at the limit")
         constrained = 0
         chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
         limits = self.limits
@@ -270,20 +376,20 @@ class Stitcher:
                 continue
             if msg:
                 messages.append(f"{gen}: {msg}")
-            traj = self._assemble(t_start, bq, bv, ba, out, ref, S, settle and gen != "brake")
-            rep = check_limits(dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
+            traj = self._assemble(al.t_start, bq, bv, ba, out, al.reference, S, settle and gen != "brake")
+            rep = check_limits(cfg.dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
                                limits, traj.positions[:, self._didx] if len(self._didx) else None,
                                self.discrete_rate)
             if rep.ok:
                 self._active = traj
                 return StitchResult(
                     traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, gen,
-                    (time.perf_counter() - t_begin) * 1e3, rep, trimmed, S, constrained,
-                    self._seam_jump(traj, exec_state), tuple(messages))
+                    (time.perf_counter() - t_begin) * 1e3, rep, al.trimmed, S, constrained,
+                    self._seam_jump(traj, al.exec_state), tuple(messages), clamped)
             messages.append(f"{gen}: limit check failed (v {rep.v_ratio:.4f}, a {rep.a_ratio:.4f}, "
                             f"j {rep.j_ratio:.4f}, q out by {rep.q_violation:.2e}, rate {rep.rate_ratio:.4f})")
-        return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, trimmed, S,
-                            constrained, (0.0, 0.0, 0.0), tuple(messages))
+        return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, al.trimmed,
+                            S, constrained, (0.0, 0.0, 0.0), tuple(messages), clamped)
 
     def _brake_limits(self, x0: np.ndarray) -> Limits | None:
         """None when the start state x0 [3, Dc] lies inside the limits and satisfies the brake condition
@@ -319,7 +425,7 @@ class Stitcher:
 
     def _seam_jump(self, traj: Trajectory, exec_state: np.ndarray) -> tuple[float, float, float]:
         """Max |Δq|, |Δv|, |Δa| of sample 0 against the execution state. Discrete channels join
-        in position only (their v is a finite difference, their a is 0)."""
+        in position only (they are at rest at every sample)."""
         c = self._c
         diff = np.abs(np.array([traj.positions[0], traj.velocities[0], traj.accelerations[0]]) - exec_state)
         return (float(diff[0].max(initial=0.0)), float(diff[1, c].max(initial=0.0)),
@@ -360,7 +466,8 @@ class Stitcher:
         return X, msg, n_con
 
     def _assemble(self, t_start, bq, bv, ba, cont, ref, S, settle: bool = False) -> Trajectory:
-        """Bridge rows + generated continuous rows + rate-limited discrete rows.
+        """Bridge rows + generated continuous rows + rate-limited discrete rows (at rest at every sample,
+        so that the interpolated curve stays within the rate limit).
 
         In settle mode, when the continuous joints end at rest, rows holding them are
         appended until the discrete channels have reached their final reference too
@@ -373,21 +480,19 @@ class Stitcher:
         T = S - 1 + n_c
         if not len(d) and S == 1:  # the common case: nothing to copy or rate-limit
             return Trajectory.on_grid(t_start, cfg.dt, cfg.joint_names, q_c, v_c, a_c)
-        step = self.discrete_rate * cfg.dt
+        step = self.discrete_rate * cfg.dt / _REST_TO_REST_PEAK
         Pd = np.empty((T, len(d)))
         if len(d):
-            target_d = ref[np.minimum(np.arange(T), len(ref) - 1)][:, d]
+            target_d = np.minimum(np.maximum(ref[np.minimum(np.arange(T), len(ref) - 1)][:, d], self._d_lo),
+                                  self._d_hi)
             Pd[:S] = bq[:, d]
-            for i in range(S, T):
-                Pd[i] = Pd[i - 1] + np.clip(target_d[i] - Pd[i - 1], -step, step)
+            Pd[S:] = _rate_limited(Pd[S - 1], target_d[S:], step)
         extra = 0
         if settle and len(d) and not np.any(v_c[-1]) and not np.any(a_c[-1]):
-            gap = float(np.max(np.abs(ref[-1, d] - Pd[-1]) / step, initial=0.0))
+            final_d = np.minimum(np.maximum(ref[-1, d], self._d_lo), self._d_hi)
+            gap = float(np.max(np.abs(final_d - Pd[-1]) / step, initial=0.0))
             extra = min(math.ceil(gap - 1e-9), round(cfg.settle_max_s / cfg.dt))
-            tail = np.empty((extra, len(d)))
-            prev = Pd[-1]
-            for i in range(extra):
-                prev = tail[i] = prev + np.clip(ref[-1, d] - prev, -step, step)
+            tail = _rate_limited(Pd[-1], np.broadcast_to(final_d, (extra, len(d))), step)
             Pd = np.vstack([Pd, tail])
         T += extra
         D = len(cfg.joint_names)
@@ -400,7 +505,6 @@ class Stitcher:
             P[S - 1 + n_c:, c], V[S - 1 + n_c:, c], A[S - 1 + n_c:, c] = q_c[-1], 0.0, 0.0
         if len(d):
             P[:, d] = Pd
-            V[:-1, d] = np.diff(Pd, axis=0) / cfg.dt
-            V[-1, d] = 0.0
+            V[:, d] = 0.0  # at rest at every sample: see _REST_TO_REST_PEAK
             A[:, d] = 0.0
         return Trajectory.on_grid(t_start, cfg.dt, cfg.joint_names, P, V, A)

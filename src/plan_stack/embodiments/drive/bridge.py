@@ -47,6 +47,8 @@ class DriveBridgeConfig:
     stop_dt_s: float = param("time step of the stop trajectory's points (s)", 0.1, min=0.01, max=1.0)
     odom_tolerance_s: float = param("how far a plan stamp may lie outside the odometry history (s)", 0.2,
                                     min=0.0, max=5.0)
+    odom_max_lead_s: float = param("odometry stamped further than this ahead of the clock is refused (a wrong "
+                                   "clock, or sent before a simulator reset; s)", 1.0, min=0.0, max=60.0)
     odom_history_s: float = param("odometry kept to anchor plans at their stamp (s)", 10.0, min=0.5, max=120.0,
                                   read_only=True)
     odom_frame: str = param("frame of the odometry pose = frame of the published trajectories", "odom")
@@ -131,6 +133,21 @@ class DriveBridge:
         self._covered_until_s = -math.inf  # end of the last forwarded trajectory
         self._last_valid_s: float | None = None  # receive time of the last forwarded plan
         self._stopped = False  # a stop was commanded for the present lapse
+
+    def add_odometry(self, ego: EgoState, now_s: float) -> None:
+        """Record an odometry sample; raises DriveError for one stamped more than `odom_max_lead_s` ahead."""
+        if ego.t_s > now_s + self.cfg.odom_max_lead_s:
+            raise DriveError(f"odometry: stamped {ego.t_s - now_s:.3f} s ahead of the clock (odom_max_lead_s "
+                             f"{self.cfg.odom_max_lead_s})")
+        self.history.add(ego)
+
+    def reset(self) -> None:
+        """Forget odometry, the forwarded plan and the stop state (time went back: a simulator reset).
+        Nothing from before is anchored to or covers the present; the watchdog stops from fresh odometry."""
+        self.history = PoseHistory(self.cfg.odom_history_s)
+        self._covered_until_s = -math.inf
+        self._last_valid_s = None
+        self._stopped = False
 
     def on_plan(self, primitives, stamp_s: float, now_s: float) -> Decision:
         """`primitives`: sequence of (kind, points [P, 3], horizon_s); the first drive one is used."""

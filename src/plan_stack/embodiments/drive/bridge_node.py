@@ -8,7 +8,9 @@ checked (`embodiments.drive.trajectory`), anchored with the ego pose at the
 plan's stamp and forwarded; infeasible, malformed, stale or unanchorable
 plans are reported on /diagnostics and publish nothing. A watchdog timer
 commands a smooth stop once no valid plan covers the present
-(`embodiments.drive.bridge`). Run on the sim/vehicle clock.
+(`embodiments.drive.bridge`). Run on the sim/vehicle clock; when it jumps
+back (simulator reset) the odometry history and the forwarded plan are
+dropped (WARN `clock`, counted).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.msg import VisualPlan
+from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
@@ -48,6 +51,16 @@ class DriveBridgeNode(Node):
         self.create_subscription(Odometry, "odom", self._on_odom, SENSOR_QOS)
         self.create_subscription(VisualPlan, "plan", self._on_plan, RELIABLE_QOS)
         self.create_timer(self.cfg.watchdog_timeout / 4.0, self._watchdog)
+        self.clock_resets = 0
+        on_clock_reset(self, self._on_clock_reset)
+
+    def _on_clock_reset(self) -> None:
+        with self._lock:
+            self.bridge.reset()
+            self.clock_resets += 1
+        self.get_logger().warning("clock jumped back (simulator reset?): dropped odometry and the forwarded plan")
+        self.diagnostics.report("clock", WARN, "clock jumped back: odometry and plan dropped", now=True,
+                                clock_resets=self.clock_resets)
 
     def _now(self) -> float:
         return clock_s(self)
@@ -56,7 +69,7 @@ class DriveBridgeNode(Node):
         try:
             ego = ego_from_odometry(msg)
             with self._lock:
-                self.bridge.history.add(ego)
+                self.bridge.add_odometry(ego, self._now())
         except DriveError as exc:
             self.diagnostics.report("odometry", ERROR, str(exc), now=True)
 
