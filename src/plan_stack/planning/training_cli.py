@@ -72,8 +72,8 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {
     "aloha": Recipe(),
     # franka/drive: sized to ~25-30 min each while both trained side by side on the shared machine
-    "franka": Recipe(target_steps=800, eval_every=400, drafter_steps=150, head_steps=500, head_episodes=40),
-    "drive": Recipe(target_steps=900, eval_every=450, drafter_steps=200),
+    "franka": Recipe(target_steps=300, eval_every=300, drafter_steps=50, head_steps=200, head_episodes=20),
+    "drive": Recipe(target_steps=550, eval_every=450, drafter_steps=50),
 }
 
 
