@@ -39,7 +39,8 @@ prompt from scratch, what `streaming: false` runs), with
 `x_vs_fresh_frame_local` and `x_vs_fresh_causal` = their vision + prefill
 time / this row's.
 
-    python bench/planner.py [--robot aloha] [--size 20m] [--cameras 3] [--steps 5] [--threads 1] [--json out.json]
+    python bench/planner.py [--robot aloha[,franka,drive]] [--size 20m] [--cameras 3] [--steps 5] [--threads 1]
+                            [--json out.json]
 """
 from __future__ import annotations
 
@@ -94,16 +95,28 @@ def _random_model(args, workdir):
     return f"random-vl-{params / 1e6:.0f}m", path, prefix
 
 
-def _rows(name, load, prefix, args):
+def _demo_frames(robot, pattern, model):
+    """Per keyframe the prompt images of recorded episodes (`--demos`, `{robot}` filled in), in episode order:
+    the frames the shipped model was trained on, instead of random pixels (None without `--demos`)."""
+    if not pattern:
+        return None
+    from plan_stack.data.episodes import ROBOTS, load_keyframes
+
+    kfs = load_keyframes(pattern.format(robot=robot), ROBOTS[robot], model.image_size, limit=2)
+    return [kf.images for kf in kfs]
+
+
+def _rows(name, load, prefix, args, window=None, frames=None):
     """Every (decoder, streaming) configuration on its own copy of the model, interleaved in rounds.
 
-    Round r gives every configuration the same new frame; the order inside a
-    round rotates, so load from other processes spreads evenly over the rows.
+    Round r gives every configuration the same new frame (`frames[r]` cycled when given, else random
+    pixels); the order inside a round rotates, so load from other processes spreads evenly over the rows.
     """
     import numpy as np
 
     from plan_stack.planning.runtime import FrameInput, PlannerRuntime, RuntimeConfig
 
+    window = window or args.window
     configs = []
     for streaming in (True, False):
         for decoder in args.decoders:
@@ -111,22 +124,23 @@ def _rows(name, load, prefix, args):
             if decoder != "ar" and model.drafter is None:
                 print(f"# {name}: {decoder} skipped (no drafter in the model directory)", file=sys.stderr)
                 continue
-            rt = PlannerRuntime(model, RuntimeConfig(decoder=decoder, streaming=streaming, history_frames=args.window,
+            rt = PlannerRuntime(model, RuntimeConfig(decoder=decoder, streaming=streaming, history_frames=window,
                                                      response_prefix=prefix))
             configs.append((decoder, streaming, rt, []))
     model = configs[0][2].model
     w, h = model.image_size
     cams = list(model.cameras)
     rng = np.random.default_rng(0)
-    rounds = args.window + args.warmup + args.steps
+    rounds = window + args.warmup + args.steps
     for r in range(rounds):
-        images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in cams]
+        images = (frames[r % len(frames)] if frames else
+                  [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in cams])
         for i in range(len(configs)):
             decoder, streaming, rt, outs = configs[(i + r) % len(configs)]
             out = rt.plan(FrameInput(float(r), cams, images))
             if not out.valid:
                 raise SystemExit(f"{name} {decoder}: invalid plan ({out.reason})")
-            if r >= args.window + args.warmup:
+            if r >= window + args.warmup:
                 outs.append(out)
         print(f"# {name}: round {r + 1}/{rounds}", file=sys.stderr)
     rows = []
@@ -134,7 +148,7 @@ def _rows(name, load, prefix, args):
         med = lambda a: statistics.median(getattr(o, a) for o in outs)  # noqa: E731
         totals = sorted(o.total_ms for o in outs)
         rows.append(dict(
-            target=name, decoder=decoder, streaming=streaming, window=args.window, cameras=len(cams),
+            target=name, decoder=decoder, streaming=streaming, window=window, cameras=len(cams),
             vision_ms=med("vision_ms"), prefill_ms=med("prefill_ms"), decode_ms=med("decode_ms"),
             total_ms=med("total_ms"), p95_ms=totals[min(len(totals) - 1, int(round(0.95 * (len(totals) - 1))))],
             target_forwards=med("target_forwards"), drafter_forwards=med("drafter_forwards"),
@@ -212,7 +226,8 @@ def _prefill_rows(name, load, args):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--robot", default="aloha", help="shipped model to measure: models/<robot> (skipped if absent)")
+    ap.add_argument("--robot", default="aloha",
+                    help="shipped model(s) to measure, comma-separated: models/<robot> (each skipped if absent)")
     ap.add_argument("--size", default="20m", choices=sorted(SIZES), help="random Qwen3-VL-shaped target size")
     ap.add_argument("--primitive", default="dual_2d3d", choices=sorted(PRIMITIVES),
                     help="primitive the random target decodes (supplied tool call)")
@@ -220,6 +235,11 @@ def main(argv=None) -> int:
     ap.add_argument("--image", type=int, default=224,
                     help="square image side of the random target (pixels; its processor keeps <= 256x256)")
     ap.add_argument("--window", type=int, default=4, help="history frames K")
+    ap.add_argument("--shipped-window", type=int, default=None,
+                    help="K of the shipped-model rows (0: the model's own history_frames; default --window)")
+    ap.add_argument("--demos", default=None, metavar="DIR",
+                    help="shipped models plan on the frames of these recordings ('{robot}' is replaced, e.g. "
+                    "out/data/{robot}/heldout) instead of random pixels")
     ap.add_argument("--steps", type=int, default=5, help="timed plans per row")
     ap.add_argument("--warmup", type=int, default=1, help="untimed plans after the window is full")
     ap.add_argument("--decoders", default="ar,dflash,vflash")
@@ -238,14 +258,19 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     rows = []
-    try:
-        path = find_data("models", args.robot)
-        if not (path / "manifest.json").is_file():
-            raise FileNotFoundError(f"{path}: no manifest.json")
-    except FileNotFoundError as exc:
-        print(f"# shipped model skipped: models/{args.robot} is not a planner model directory here ({exc})")
-    else:
-        rows += _rows(f"shipped:{args.robot}", lambda: load_planner_model(path), "", args)
+    for robot in [r for r in args.robot.split(",") if r]:
+        try:
+            path = find_data("models", robot)
+            if not (path / "manifest.json").is_file():
+                raise FileNotFoundError(f"{path}: no manifest.json")
+        except FileNotFoundError as exc:
+            print(f"# shipped model skipped: models/{robot} is not a planner model directory here ({exc})")
+        else:
+            model = load_planner_model(path)
+            own = int(model.manifest["history_frames"])
+            window = args.window if args.shipped_window is None else (args.shipped_window or own)
+            rows += _rows(f"shipped:{robot}", lambda path=path: load_planner_model(path), "", args, window,
+                          _demo_frames(robot, args.demos, model))
     if not args.skip_random:
         with tempfile.TemporaryDirectory() as tmp:
             name, path, prefix = _random_model(args, tmp)

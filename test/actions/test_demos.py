@@ -90,3 +90,22 @@ def test_train_cli_reads_recorded_demonstrations(tmp_path):
     assert (head.cfg.action_dim, head.cfg.cond_width) == (3, COND_WIDTH)
     assert meta["data"]["source"] == "demos" and len(meta["data"]["eval"]) == 1
     assert main(["train-action-head", "--demos", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+
+
+def test_a_width_commanded_gripper_reads_the_sum_of_its_two_finger_joints():
+    from plan_stack.actions.demos import _states_as_actions
+
+    js = ["j1", "j2", "fr3_finger_joint1", "fr3_finger_joint2"]
+    states = np.array([[0.1, 0.2, 0.03, 0.04], [0.5, 0.6, 0.01, 0.01]])
+    out = _states_as_actions(states, js, ["j1", "j2", "fr3_gripper"], "bag")
+    np.testing.assert_allclose(out, [[0.1, 0.2, 0.07], [0.5, 0.6, 0.02]])
+    with pytest.raises(DatasetError, match="differ"):
+        _states_as_actions(states, js, ["j1", "elbow"], "bag")
+
+
+def test_plan_tokens_of_a_single_arm_plan():
+    arm = {"xyz": [[0.1, 0.0, 1.0], [0.2, 0.0, 1.0]], "uv": [[10.0, 20.0], [12.0, 22.0]], "in_image": [True, True]}
+    tok = plan_tokens({"t_s": 0.0, "subtask": "reach", "arms": {"single": arm}, "boxes": []}, "pick", 64, 64)
+    assert tok.shape == (2 + 2, COND_WIDTH)  # two waypoints, sub-task text, instruction
+    np.testing.assert_allclose(tok[1, 0:3], [0.2, 0.0, 1.0])
+    assert tok[0, 6] == 1.0 and tok[0, 7] == 0.0

@@ -1,9 +1,10 @@
-"""`plan-stack eval-plans` on the shipped ALOHA model: it loads, produces valid plans, and the table has
-every column."""
+"""`plan-stack eval-plans` on the shipped models (ALOHA, Franka, driving): they load, produce valid plans, and the
+table has every column."""
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from plan_stack.cli import main as cli_main
@@ -13,11 +14,27 @@ COLUMNS = ("decoder", "n", "ade_3d_m", "fde_3d_m", "sr_5cm", "ade_3d_m_by_arm", 
            "box_iou", "subtask_match", "decode_ms", "primitive_ms", "speedup_vs_ar", "gate_accept_rate", "outliers")
 
 
+#: per robot: short record-demos arguments, track names, and a bound on a trained model's mean error (m):
+#: under what an untrained model writes (arms: anywhere in a ~0.7 m coordinate range, ~0.35 m from the
+#: truth on average; driving: anywhere on 33 m x 5 m of road ahead, ~10 m), so noise fails it. The short
+#: episodes here (112 px renders, a keyframe every 2 s) are harder than the training ones: the Franka model
+#: measured 0.13 m here against 0.05 m on its validation split.
+ROBOT_CASES = {
+    "aloha": (["--keyframe-period", "2.0"], {"left", "right"}, 0.1),
+    "franka": (["--keyframe-period", "2.0"], {"single"}, 0.25),
+    "drive": (["--keyframe-period", "2.0", "--duration", "8"], {"ego"}, 6.0),
+}
+
+
+def _record(out, robot: str) -> None:
+    assert cli_main(["record-demos", "--robot", robot, "--episodes", "1", "--seed", "100000", "--out", str(out),
+                     "--width", "112", "--height", "112", "--camera-rate", "2", *ROBOT_CASES[robot][0]]) == 0
+
+
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     out = tmp_path_factory.mktemp("heldout")
-    assert cli_main(["record-demos", "--robot", "aloha", "--episodes", "1", "--seed", "100000", "--out", str(out),
-                     "--width", "112", "--height", "112", "--camera-rate", "2", "--keyframe-period", "2.0"]) == 0
+    _record(out, "aloha")
     return out
 
 
@@ -34,20 +51,44 @@ def test_shipped_aloha_model_gives_valid_plans_and_every_column(demos, tmp_path,
 
     model = load_planner_model(find_data("models", "aloha"))
     assert model.drafter is not None and model.cameras == ("cam_high",)
+    _check_eval(tmp_path, "aloha", demos)
+    assert "| blind |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("robot", ["franka", "drive"])
+def test_shipped_franka_and_drive_models_give_valid_plans(robot, tmp_path):
+    from plan_stack.data.episodes import ROBOTS
+    from plan_stack.planning.model_dir import load_planner_model
+
+    model = load_planner_model(find_data("models", robot))
+    spec = ROBOTS[robot]
+    assert model.drafter is not None and model.cameras == spec.cameras
+    assert model.manifest["primitive_kinds"][-1] == spec.kind and model.manifest["gate_max_step_m"] > 0
+    demos = tmp_path / "heldout"
+    _record(demos, robot)
+    rows = _check_eval(tmp_path, robot, demos)
+    if spec.box_objects:
+        assert rows["ar"]["box_iou"] is not None and rows["ar"]["box_iou"] > 0.0
+
+
+def _check_eval(tmp_path, robot: str, demos) -> dict:
+    """eval-plans with ar + vflash on `demos`: every column, no invalid plan, errors of a trained model."""
     path = tmp_path / "eval.json"
-    assert cli_main(["eval-plans", "--robot", "aloha", "--demos", str(demos), "--decoders", "ar,vflash",
+    assert cli_main(["eval-plans", "--robot", robot, "--demos", str(demos), "--decoders", "ar,vflash",
                      "--json", str(path)]) == 0
     doc = json.loads(path.read_text())
     rows = {r["decoder"]: r for r in doc["rows"]}
     assert list(rows) == ["blind", "ar", "vflash"]
+    _, arms, bound = ROBOT_CASES[robot]
     for r in rows.values():
         assert set(COLUMNS) <= set(r)
         assert r["n"] == doc["info"]["keyframes"] >= 4 and r["invalid"] == 0
-        assert set(r["ade_3d_m_by_arm"]) == {"left", "right"}
-    # a trained model, not noise: plans within the workspace, well under the outlier distance on average
-    assert rows["ar"]["ade_3d_m"] < 0.1 and rows["vflash"]["ade_3d_m"] < 0.1
+        assert set(r["ade_3d_m_by_arm"]) == arms
+        assert np.isfinite(r["ade_3d_m"])
+    # a trained model, not noise: plans well inside the bound on average
+    assert rows["ar"]["ade_3d_m"] < bound and rows["vflash"]["ade_3d_m"] < bound
     assert rows["vflash"]["speedup_vs_ar"] > 1.0
-    assert "| blind |" in capsys.readouterr().out
+    return rows
 
 
 def test_bad_decoder_names_exit_2(demos, capsys):

@@ -49,8 +49,9 @@ def text_features(text: str) -> np.ndarray:
 def plan_tokens(keyframe: dict, instruction: str, width: int, height: int) -> np.ndarray:
     """Conditioning tokens [K, COND_WIDTH] of one annotated keyframe (ground-truth plan)."""
     tokens = []
-    for a, arm in enumerate(("left", "right")):
-        plan = keyframe["arms"][arm]
+    arms = keyframe["arms"]  # ALOHA: left, right; a single arm (Franka) is flagged as the first
+    for a, arm in enumerate([k for k in ("left", "right") if k in arms] or list(arms)):
+        plan = arms[arm]
         n = len(plan["xyz"])
         for p, (xyz, uv, inside) in enumerate(zip(plan["xyz"], plan["uv"], plan["in_image"])):
             tok = np.zeros(COND_WIDTH)
@@ -86,6 +87,22 @@ def _read_joint_topics(bag_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray, 
     return out
 
 
+def _states_as_actions(states: np.ndarray, js_names: list[str], act_names: list[str], bag_dir: str) -> np.ndarray:
+    """Joint states in the command's joint order. A parallel gripper commanded as one width channel
+    (`*_gripper`, Franka) while its two finger joints are reported is the fingers' sum (the bridge's
+    convention); any other mismatch is an error."""
+    fingers = [i for i, n in enumerate(js_names) if "finger" in n]
+    cols = []
+    for name in act_names:
+        if name in js_names:
+            cols.append(states[:, js_names.index(name)])
+        elif name.endswith("_gripper") and len(fingers) == 2:
+            cols.append(states[:, fingers].sum(axis=1))
+        else:
+            raise DatasetError(f"{bag_dir}: /action joints {act_names} differ from /joint_states {js_names}")
+    return np.stack(cols, axis=1)
+
+
 def load_episode(annotation_path: str) -> Episode:
     """One recorded episode: its annotation JSON and the bag folder it names."""
     with open(annotation_path, encoding="utf-8") as fh:
@@ -99,7 +116,7 @@ def load_episode(annotation_path: str) -> Episode:
     if len(t_act) < 2 or len(t_js) < 1:
         raise DatasetError(f"{bag_dir}: needs /action and /joint_states messages")
     if act_names != js_names:
-        raise DatasetError(f"{bag_dir}: /action joints {act_names} differ from /joint_states {js_names}")
+        states = _states_as_actions(states, js_names, act_names, bag_dir)
     dt = float(np.median(np.diff(t_act)))
     # state when each command was issued: the latest joint state at or before its stamp
     js_idx = np.searchsorted(t_js, t_act + 1e-6, side="right") - 1

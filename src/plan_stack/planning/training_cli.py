@@ -33,8 +33,8 @@ from plan_stack.engines.device import EngineError, add_device_arguments, placeme
 #: episode seeds per split (record-demos --seed S --episodes N): disjoint, fixed, written into the manifest
 SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "aloha": {"train": (0, 165), "val": (200000, 12), "heldout": (100000, 40)},
-    "franka": {"train": (0, 200), "val": (200000, 8), "heldout": (100000, 20)},
-    "drive": {"train": (0, 40), "val": (200000, 3), "heldout": (100000, 6)},
+    "franka": {"train": (0, 120), "val": (200000, 6), "heldout": (100000, 10)},
+    "drive": {"train": (0, 60), "val": (200000, 4), "heldout": (100000, 8)},
 }
 
 
@@ -73,8 +73,9 @@ class Recipe:
 
 RECIPES: dict[str, Recipe] = {
     "aloha": Recipe(),
-    "franka": Recipe(target_steps=1000, drafter_steps=400),
-    "drive": Recipe(target_steps=800, drafter_steps=300),
+    # franka/drive: sized to ~25-30 min each while both trained side by side on the shared machine
+    "franka": Recipe(target_steps=300, eval_every=300, drafter_steps=50, head_steps=200, head_episodes=20),
+    "drive": Recipe(target_steps=550, eval_every=450, drafter_steps=50),
 }
 
 
@@ -83,7 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
     parser.add_argument("--out", default=None, help="model directory to write (default: models/<robot>)")
     parser.add_argument("--work", default=None, help="work directory for resumable states (default out/train/R)")
-    parser.add_argument("--stages", default="target,drafter,heads", help="comma-separated: target, drafter, heads")
+    parser.add_argument("--stages", default="target,drafter,heads",
+                        help="comma-separated: target, drafter, heads; `gate` alone re-chooses only the "
+                        "gate bound of the existing model directory on the validation split")
     parser.add_argument("--record", action="store_true",
                         help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
     parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
@@ -120,10 +123,46 @@ def build_target(recipe: Recipe) -> Any:
                        vision_depth=recipe.vision_depth, seed=recipe.seed)
 
 
-def max_step(keyframes, spec) -> float:
+def true_steps(keyframes) -> Any:
+    """Every consecutive-waypoint distance (m) of the annotated tracks of `keyframes`."""
     import numpy as np
 
-    return float(max(np.linalg.norm(np.diff(p, axis=0), axis=1).max() for kf in keyframes for p in kf.points))
+    steps = [np.linalg.norm(np.diff(p, axis=0), axis=1) for kf in keyframes for p in kf.points if len(p) > 1]
+    return np.concatenate(steps) if steps else np.zeros(0)
+
+
+def gate_bound(val_keyframes, factor: float) -> tuple[float, dict]:
+    """The VFlash gate's step bound, chosen on the validation split (never the held-out one): `factor` x
+    the largest true step between consecutive annotated waypoints there. Returns (bound m, the rule and
+    the step distribution it came from, for the manifest)."""
+    import numpy as np
+
+    steps = true_steps(val_keyframes)
+    if not len(steps):
+        raise ValueError("no annotated track with two waypoints in the validation split")
+    bound = round(float(steps.max()) * factor, 3)
+    return bound, {"split": "val", "rule": f"{factor} x max true step", "factor": factor,
+                   "keyframes": len(val_keyframes), "steps": int(len(steps)),
+                   "true_step_m": {"p50": round(float(np.median(steps)), 4),
+                                   "p99": round(float(np.percentile(steps, 99)), 4),
+                                   "max": round(float(steps.max()), 4)}}
+
+
+def set_gate(out: Path, val_dir: str, spec, recipe: Recipe, log) -> int:
+    """Stage `gate`: rewrite only the gate bound of an existing model directory's manifest (chosen on
+    the validation split by `gate_bound`); weights untouched."""
+    from plan_stack.data.episodes import load_keyframes
+    from plan_stack.planning.model_dir import MANIFEST, load_planner_model
+
+    model = load_planner_model(out)
+    bound, info = gate_bound(load_keyframes(val_dir, spec, model.image_size, progress=True), recipe.gate_step_factor)
+    path = out / MANIFEST
+    manifest = json.loads(path.read_text())
+    log(f"gate: step bound {manifest.get('gate_max_step_m')} -> {bound} m ({info})")
+    manifest["gate_max_step_m"], manifest["gate_rule"] = bound, info
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    load_planner_model(out)  # what was written must load
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,12 +203,14 @@ def run(args: argparse.Namespace) -> int:
     if args.record:
         record_splits(robot, args.data, log)
     train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
+    if stages == ["gate"]:
+        return set_gate(out, val_dir, spec, recipe, log)
     data_id = {"train": data_fingerprint([train_dir]), "val": data_fingerprint([val_dir])}
     log(f"{robot}: data {data_id}")
     train_kf = load_keyframes(train_dir, spec, recipe.image_size, progress=True)
     val_kf = load_keyframes(val_dir, spec, recipe.image_size, progress=True)
     ranges, workspace = fit_ranges(train_kf, spec)
-    gate_step = round(max_step(train_kf, spec) * recipe.gate_step_factor, 3)
+    gate_step, gate_rule = gate_bound(val_kf, recipe.gate_step_factor)
     blind = EV.blind_baseline(train_kf)
     log(f"{len(train_kf)} train / {len(val_kf)} val keyframes, ranges {ranges}, gate step {gate_step} m "
         f"(data {time.monotonic() - t0:.0f} s)")
@@ -178,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         "robot": robot, "cameras": list(spec.cameras), "image_size": list(recipe.image_size), "history_frames": 1,
         "instruction": train_kf[0].instruction, "primitive_kinds": kinds, "coordinate_ranges": ranges,
         "waypoints": sorted({len(kf.points[0]) for kf in train_kf}),  # P per primitive (exported block sizes)
-        "workspace": workspace, "gate_max_step_m": gate_step, "frame_id": spec.frame_id,
+        "workspace": workspace, "gate_max_step_m": gate_step, "gate_rule": gate_rule, "frame_id": spec.frame_id,
         "response": "sub-task text + '. ' + per primitive: tool call + block; EOS",
         "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in SPLITS[robot].items()},
                  "train": data_id["train"], "val": data_id["val"],

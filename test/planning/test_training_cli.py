@@ -1,0 +1,41 @@
+"""`plan-stack train` pieces: the episode-seed splits and the gate bound chosen on the validation split."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plan_stack.data.episodes import ROBOTS, Keyframe
+from plan_stack.planning.training_cli import RECIPES, SPLITS, gate_bound, true_steps
+
+
+@pytest.mark.parametrize("robot", sorted(SPLITS))
+def test_splits_are_disjoint_seed_ranges_for_every_trainable_robot(robot):
+    assert robot in ROBOTS and robot in RECIPES
+    splits = SPLITS[robot]
+    assert set(splits) == {"train", "val", "heldout"}
+    seeds = {name: set(range(first, first + n)) for name, (first, n) in splits.items()}
+    assert all(len(s) > 0 for s in seeds.values())
+    assert not seeds["train"] & seeds["val"]
+    assert not seeds["train"] & seeds["heldout"]
+    assert not seeds["val"] & seeds["heldout"]
+
+
+def _kf(tracks: list[list[list[float]]]) -> Keyframe:
+    pts = [np.asarray(t, dtype=float) for t in tracks]
+    return Keyframe("ep", 0, 0, 0.0, "do it", "reach", [], pts, [np.full((len(p), 2), np.nan) for p in pts], {},
+                    (64, 64))
+
+
+def test_gate_bound_is_the_factor_times_the_largest_true_step():
+    a = _kf([[[0, 0, 0], [0.03, 0, 0], [0.03, 0.04, 0]], [[0, 0, 0], [0, 0, 0.01]]])  # steps 0.03, 0.04, 0.01
+    b = _kf([[[1, 1, 1], [1, 1, 1.02]]])  # 0.02
+    assert sorted(true_steps([a, b]).round(6).tolist()) == [0.01, 0.02, 0.03, 0.04]
+    bound, info = gate_bound([a, b], 1.5)
+    assert bound == pytest.approx(0.06)
+    assert info["split"] == "val" and info["steps"] == 4 and info["true_step_m"]["max"] == pytest.approx(0.04)
+    assert gate_bound([a, b], 2.0)[0] == pytest.approx(0.08)
+
+
+def test_gate_bound_refuses_a_split_without_tracks():
+    with pytest.raises(ValueError, match="validation"):
+        gate_bound([_kf([[[0, 0, 0]]])], 1.5)
