@@ -62,6 +62,25 @@ ROBOTS: dict[str, RobotSetup] = {
     "drive": RobotSetup("drive_sim", "front", 61.0, "drive_bridge"),
 }
 
+#: Stitcher overrides of the episode graph, per robot. ALOHA: the stitcher's rate-limited "discrete" gripper
+#: rows carry forward-difference velocities with zero accelerations and are not clipped to the gripper range,
+#: so the bridge's quintic check refuses every trajectory in which a gripper moves (measured: 5-7.5 units/s
+#: against 5, 600-860 units/s^2 against 40, positions up to 1.02 against [0, 1]). Planned as two more
+#: continuous joints of the MPC (80 % of the bridge's gripper acceleration limit, range [0, 1]) they pass.
+#: And the stitcher's measured start state must be in stack units (state_offset / state_scale), or its
+#: first point jumps from the bridge's reference (0.10 -> 0.022 on a gripper: refused).
+STITCHER_OVERRIDES: dict[str, dict[str, Any]] = {
+    "aloha": dict(
+        discrete_joints=None,  # None: the parameter is left out (an empty list has no ROS parameter type)
+        a_max=[20.0, 20.0, 20.0, 32.0, 32.0, 32.0, 32.0, 20.0, 20.0, 20.0, 32.0, 32.0, 32.0, 32.0],
+        j_max=[200.0, 200.0, 200.0, 400.0, 400.0, 400.0, 400.0, 200.0, 200.0, 200.0, 400.0, 400.0, 400.0, 400.0],
+        q_min=[-3.1, -1.82, -1.73, -3.1, -1.84, -3.1, 0.0, -3.1, -1.82, -1.73, -3.1, -1.84, -3.1, 0.0],
+        q_max=[3.1, 1.22, 1.57, 3.1, 2.20, 3.1, 1.0, 3.1, 1.22, 1.57, 3.1, 2.20, 3.1, 1.0],
+        # joint_states carry the grippers in metres, the stack in 0..1 (embodiments.aloha.model)
+        state_offset=[0.0] * 6 + [0.01844] + [0.0] * 6 + [0.01844],
+        state_scale=[1.0] * 6 + [1.0 / (0.05800 - 0.01844)] + [1.0] * 6 + [1.0 / (0.05800 - 0.01844)]),
+}
+
 #: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 240.0
 #: How long the processes get to stop after SIGINT before they are killed (wall s).
@@ -113,6 +132,13 @@ def episode_config(opts: EpisodeOptions) -> dict:
     sim.update(seed=int(opts.seed), real_time_factor=float(opts.real_time_factor),
                pace_chunk_lead_s=float(opts.pace_chunk_lead_s), pace_plan_lead_s=float(opts.pace_plan_lead_s),
                pace_timeout_s=float(opts.pace_timeout_s))
+    for name in [n for n, spec in nodes.items() if spec.get("executable") == "stitcher"]:
+        params = nodes[name].setdefault("parameters", {})
+        for key, value in STITCHER_OVERRIDES.get(opts.robot, {}).items():
+            if value is None:
+                params.pop(key, None)
+            else:
+                params[key] = value
     for name in [n for n, spec in nodes.items() if spec.get("executable") == "viz"]:
         del nodes[name]
     planners = [n for n, spec in nodes.items() if spec.get("executable") == "planner"]

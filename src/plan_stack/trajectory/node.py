@@ -19,7 +19,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from plan_stack.action import ExecuteTrajectory
-from plan_stack.config import param, validate
+from plan_stack.config import ConfigError, param, validate
 from plan_stack.msg import ActionChunk
 from plan_stack.ros import conventions
 from plan_stack.ros.action_client import ActionCall, ActionCallError
@@ -51,9 +51,16 @@ class StitcherNodeConfig:
         "reset): the stitcher forgets it and starts the next trajectory from the measured state; 0 = never",
         0.1, min=0.0)
     diagnostics_period_s: float = param("Diagnostics republish period (s)", 1.0, min=0.01)
+    # joint_states units -> stack units (ALOHA grippers: metres -> 0..1), per joint in joint_names order.
+    state_offset: tuple[float, ...] = param(
+        "Measured joint_states -> stack units: q_stack = (q - state_offset) * state_scale, one value per joint "
+        "(empty = identity)", (), read_only=True)
+    state_scale: tuple[float, ...] = param("see state_offset (empty = identity)", (), read_only=True)
 
     def __post_init__(self) -> None:
         validate(self)
+        if len(self.state_offset) != len(self.state_scale):
+            raise ConfigError("state_offset/state_scale: give both with one value per joint, or neither")
 
 
 def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0) -> JointTrajectory:
@@ -86,6 +93,9 @@ class StitcherNode(Node):
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
         self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0}
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
+        if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
+            raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
+                              f"{len(self.cfg.joint_names)} joints")
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
@@ -111,6 +121,9 @@ class StitcherNode(Node):
         q = np.asarray(msg.position, dtype=float)[order]
         v = (np.asarray(msg.velocity, dtype=float)[order] if len(msg.velocity) == len(msg.name)
              else np.zeros(len(order)))
+        if self.node_cfg.state_scale:
+            scale = np.asarray(self.node_cfg.state_scale, dtype=float)
+            q, v = (q - np.asarray(self.node_cfg.state_offset, dtype=float)) * scale, v * scale
         self._measured = (self._now_s(), q, v)
 
     def _now_s(self) -> float:
