@@ -76,6 +76,9 @@ STITCHER_OVERRIDES: dict[str, dict[str, Any]] = {
         j_max=[200.0, 200.0, 200.0, 400.0, 400.0, 400.0, 400.0, 200.0, 200.0, 200.0, 400.0, 400.0, 400.0, 400.0],
         q_min=[-3.1, -1.82, -1.73, -3.1, -1.84, -3.1, 0.0, -3.1, -1.82, -1.73, -3.1, -1.84, -3.1, 0.0],
         q_max=[3.1, 1.22, 1.57, 3.1, 2.20, 3.1, 1.0, 3.1, 1.22, 1.57, 3.1, 2.20, 3.1, 1.0],
+        # a first point "due now" is taken by the bridge as a jump from its held reference, and the measured
+        # start sits a few mrad off it (gravity): measured 55 rad/s^2 on the seam; 0.1 s lead: accepted
+        command_latency_s=0.1, point_lead_s=0.1,
         # joint_states carry the grippers in metres, the stack in 0..1 (embodiments.aloha.model)
         state_offset=[0.0] * 6 + [0.01844] + [0.0] * 6 + [0.01844],
         state_scale=[1.0] * 6 + [1.0 / (0.05800 - 0.01844)] + [1.0] * 6 + [1.0 / (0.05800 - 0.01844)]),
@@ -320,6 +323,8 @@ class _Monitor:
                            bridge_rejections=0, trajectory_limit_violations=0, state_limit_violations=0)
         self.first_violation: str | None = None
         self.first_rejection: str | None = None
+        self.q_first: np.ndarray | None = None  # first measured arm joints
+        self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
         self.extra_nodes: list[Any] = []
         self.recorder_writer = None
         self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
@@ -420,6 +425,10 @@ class _Monitor:
         except ValueError:
             return
         q = np.asarray(msg.position, dtype=float)[idx]
+        with self.lock:
+            if self.q_first is None:
+                self.q_first = q.copy()
+            self.travel = max(self.travel, float(np.max(np.abs(q - self.q_first))))
         bad = (q < lim["lower"] - STATE_POSITION_SLACK) | (q > lim["upper"] + STATE_POSITION_SLACK)
         if len(msg.velocity) == len(names):
             v = np.abs(np.asarray(msg.velocity, dtype=float)[idx])
@@ -514,6 +523,8 @@ class _Monitor:
             max_reward = self.sig.max_reward
         out: dict[str, Any] = dict(counts)
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
+        out["bridge_accepted"] = counts["trajectories"] - counts["bridge_rejections"]
+        out["joint_travel_rad"] = round(self.travel, 4)
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
         if self.opts.robot == "aloha":

@@ -51,6 +51,10 @@ class StitcherNodeConfig:
         "reset): the stitcher forgets it and starts the next trajectory from the measured state; 0 = never",
         0.1, min=0.0)
     diagnostics_period_s: float = param("Diagnostics republish period (s)", 1.0, min=0.01)
+    point_lead_s: float = param(
+        "Stamp each trajectory this long before its first point is due (time_from_start starts at it; same "
+        "absolute times): the bridge then joins its reference to the first point over the lead instead of "
+        "taking it as a jump. Keep it <= command_latency_s; 0 = first point at time 0", 0.0, min=0.0, max=1.0)
     # joint_states units -> stack units (ALOHA grippers: metres -> 0..1), per joint in joint_names order.
     state_offset: tuple[float, ...] = param(
         "Measured joint_states -> stack units: q_stack = (q - state_offset) * state_scale, one value per joint "
@@ -63,16 +67,20 @@ class StitcherNodeConfig:
             raise ConfigError("state_offset/state_scale: give both with one value per joint, or neither")
 
 
-def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0) -> JointTrajectory:
-    """header.stamp = when sample 0 is due (epoch_ns + t0_s); time_from_start = i·dt."""
+def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0, lead_s: float = 0.0) -> JointTrajectory:
+    """header.stamp = `lead_s` before sample 0 is due (epoch_ns + t0_s - lead_s); time_from_start =
+    lead_s + i·dt (the same absolute times). With a lead, the first point is not "due now": a bridge joins
+    its present reference to it over the lead instead of taking it as a jump (joint_trajectory_controller
+    semantics), so a start from the measured state a few mrad off the held reference stays within limits."""
     msg = JointTrajectory()
-    stamp_ns = epoch_ns + int(round(traj.t0_s * 1e9))
+    lead_ns = int(round(lead_s * 1e9))
+    stamp_ns = epoch_ns + int(round(traj.t0_s * 1e9)) - lead_ns
     msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
     msg.joint_names = list(traj.joint_names)
     P, V, A = traj.positions.tolist(), traj.velocities.tolist(), traj.accelerations.tolist()
     points = []
     for i in range(len(P)):
-        ns = int(round(i * traj.dt_s * 1e9))
+        ns = lead_ns + int(round(i * traj.dt_s * 1e9))
         points.append(JointTrajectoryPoint(positions=P[i], velocities=V[i], accelerations=A[i],
                                            time_from_start=Duration(sec=ns // 1_000_000_000,
                                                                     nanosec=ns % 1_000_000_000)))
@@ -188,7 +196,7 @@ class StitcherNode(Node):
                              solve_ms=f"{result.solve_ms:.3f}", details="; ".join(result.messages), **self.counts)
             return
         self.counts["fallbacks"] += result.status is StitchStatus.FALLBACK
-        out = trajectory_to_msg(result.trajectory, self._epoch_ns)
+        out = trajectory_to_msg(result.trajectory, self._epoch_ns, self.node_cfg.point_lead_s)
         self.pub.publish(out)
         self.counts["published"] += 1
         self._send_to_bridge(out)
