@@ -324,6 +324,7 @@ class _Monitor:
         self.first_violation: str | None = None
         self.first_rejection: str | None = None
         self.q_first: np.ndarray | None = None  # first measured arm joints
+        self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
         self.extra_nodes: list[Any] = []
         self.recorder_writer = None
@@ -428,7 +429,9 @@ class _Monitor:
         with self.lock:
             if self.q_first is None:
                 self.q_first = q.copy()
-            self.travel = max(self.travel, float(np.max(np.abs(q - self.q_first))))
+            d = np.abs(q - self.q_first)
+            if float(np.max(d)) > self.travel:
+                self.travel, self.travel_joint = float(np.max(d)), lim["names"][int(np.argmax(d))]
         bad = (q < lim["lower"] - STATE_POSITION_SLACK) | (q > lim["upper"] + STATE_POSITION_SLACK)
         if len(msg.velocity) == len(names):
             v = np.abs(np.asarray(msg.velocity, dtype=float)[idx])
@@ -525,6 +528,7 @@ class _Monitor:
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
         out["bridge_accepted"] = counts["trajectories"] - counts["bridge_rejections"]
         out["joint_travel_rad"] = round(self.travel, 4)
+        out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
         if self.opts.robot == "aloha":
