@@ -10,7 +10,7 @@ seed, recorded whole into `OUT/closed_loop_<robot>_<seed>/` (rosbag2 MCAP). Afte
   cameras (what the robot saw);
 * `OUT/closed_loop_<robot>_<seed>_plans/`: the planner's plans drawn on the camera image they were
   planned from (`plan_stack.viz.render`), a few spread over the episode;
-* `OUT/closed_loop_<robot>_<seed>.json`: the episode row (success, counts, latency by stage).
+* `OUT/closed_loop_<robot>_<seed>_episode.json`: the episode row (success, counts, latency by stage).
 
 Prints `SUCCESS` or `FAILURE` with the success criterion (`closed_loop.criterion`); exit status 0 on
 success, 1 on failure, 2 when the episode could not run.
@@ -34,26 +34,34 @@ PLAN_PICTURES = 6
 
 
 def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_ROWS) -> int:
-    """Camera images of `rows` moments spread over the bag, one column per camera; returns the rows drawn."""
+    """Camera images of `rows` moments spread over the bag, one column per camera; returns the rows drawn.
+
+    Uses the raw camera topics when the bag holds their images, else the images of `/observation` (what the
+    stack saw, at the model's size): a recorder may not receive best-effort camera streams.
+    """
     from plan_stack.embodiments.aloha.demo import contact_sheet
     from plan_stack.viz.bag import bag_connections, camera_of_topic, image_array, read_messages
 
-    topics = sorted(t for t in bag_connections(bag) if camera_of_topic(t) and t.endswith("/image_raw"))
-    if not topics:
+    conns = bag_connections(bag)
+    topics = sorted(t for t in conns if camera_of_topic(t))
+    msgs = read_messages(bag, topics) if topics else {}
+    streams: dict[str, list] = {camera_of_topic(t): msgs.get(t, []) for t in topics if msgs.get(t)}
+    if not streams and "/observation" in conns:
+        obs = read_messages(bag, ["/observation"]).get("/observation", [])
+        for t, m in obs:
+            for name, img in zip(m.camera_names, m.images):
+                streams.setdefault(name, []).append((t, img))
+    if not streams:
         return 0
-    msgs = read_messages(bag, topics)
-    ref = msgs[topics[0]]
-    if not ref:
-        return 0
+    ref = next(iter(streams.values()))
     picks = np.unique(np.linspace(0, len(ref) - 1, min(rows, len(ref))).round().astype(int))
     frames = []
     for i in picks:
         t = ref[i][0]
         images = {}
-        for topic in topics:
-            if msgs[topic]:
-                j = int(np.argmin([abs(tt - t) for tt, _ in msgs[topic]]))
-                images[camera_of_topic(topic)] = image_array(msgs[topic][j][1])
+        for name, items in streams.items():
+            j = int(np.argmin([abs(tt - t) for tt, _ in items]))
+            images[name] = image_array(items[j][1])
         if len({im.shape for im in images.values()}) == 1:
             frames.append((t, images))
     if frames:
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         robot=args.robot, seed=args.seed, real_time_factor=args.rtf, time_limit_s=args.time_limit,
         pace_chunk_lead_s=0.6 if args.pace else 0.0, pace_plan_lead_s=1.0 if args.pace else 0.0,
         bag=str(bag), log_dir=str(out / f"{stem}_logs")))
-    (out / f"{stem}.json").write_text(json.dumps(row, indent=1))
+    (out / f"{stem}_episode.json").write_text(json.dumps(row, indent=1))
     if row["error"]:
         print(f"demo: the episode could not run: {row['error']}", file=sys.stderr)
         return 2
