@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import pytest
+from plan_stack.msg import ActionChunk
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image
 
 from plan_stack.embodiments.aloha.sim_node import AlohaSimNode
-from plan_stack.msg import ActionChunk
 from plan_stack.ros.conventions import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 from plan_stack.ros.time import s_to_stamp

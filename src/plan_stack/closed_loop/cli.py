@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             ok = sum(bool(r["success"]) for r in rows)
             bar.set_postfix_str(f"seed {seed} sim 0.0/{limit:.0f} s, {ok}/{len(rows)} ok")
             row = run_episode(opts, progress=lambda t, s=seed, ok=ok: bar.set_postfix_str(
-                f"seed {seed} sim {t:.1f}/{limit:.0f} s, {ok}/{len(rows)} ok", refresh=False))
+                f"seed {s} sim {t:.1f}/{limit:.0f} s, {ok}/{len(rows)} ok", refresh=False))
             rows.append(row)
             bar.update(1)
             tqdm.write(_row_line(row))

@@ -347,12 +347,12 @@ class _Monitor:
     # --- subscriptions --------------------------------------------------------------
 
     def _subscribe(self) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
         from rcl_interfaces.msg import Log
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import Image, JointState
         from std_msgs.msg import Bool, Int32
         from trajectory_msgs.msg import JointTrajectory
-        from diagnostic_msgs.msg import DiagnosticArray
 
         from plan_stack.msg import ActionChunk, Observation, PlanFeatures, VisualPlan
         from plan_stack.ros.conventions import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS
@@ -488,8 +488,8 @@ class _Monitor:
             return
         from rclpy.parameter import Parameter
 
-        from plan_stack.eval.record import RecorderNode
         from plan_stack.data.bag_writer import SplitBagWriter
+        from plan_stack.eval.record import RecorderNode
         from plan_stack.viz.bag import plan_typestore
 
         self.recorder_writer = SplitBagWriter(self.opts.bag, plan_typestore())
@@ -560,9 +560,11 @@ def _bridge_limits(robot: str, raw: dict, bridge: str):
     """The bridge's joint limits in stack units, with the config's bridge parameters (what /trajectory must
     respect); None for driving."""
     if robot == "aloha":
-        from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig as Config, load_limits
+        from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig as Config
+        from plan_stack.embodiments.aloha.bridge import load_limits
     elif robot == "franka":
-        from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig as Config, load_limits
+        from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig as Config
+        from plan_stack.embodiments.franka.bridge import load_limits
     else:
         return None
     fields = {f.name for f in dataclasses.fields(Config)}
