@@ -9,7 +9,7 @@ ENV := source $(CURDIR)/scripts/env.bash
 PYTEST_ARGS ?=
 JOBS ?= 2
 
-.PHONY: setup venv build test bench demo clean soak train lint
+.PHONY: setup venv build test bench demo demo-expert clean soak train lint
 
 setup: venv build
 
@@ -40,9 +40,16 @@ lint:
 	$(VENV)/bin/ruff check .
 	$(ENV) && $(VENV)/bin/mypy
 
+# The learned stack (planner, chunker, stitcher, bridge) drives the embedded simulator of ROBOT
+# (aloha by default) for one held-out episode; prints SUCCESS/FAILURE with the criterion, writes an
+# MCAP bag, a camera contact sheet and plan pictures to out/demo (docs/closed_loop.md).
+DEMO_SEED ?= 100000
+demo:
+	$(ENV) && python -m plan_stack.closed_loop.demo --robot $(ROBOT) --seed $(DEMO_SEED) --out $(CURDIR)/out/demo
+
 # Scripted ALOHA expert driving the embedded simulator through the bridge;
 # prints success, writes an MCAP bag and a PNG contact sheet to out/demo.
-demo:
+demo-expert:
 	$(ENV) && python -m plan_stack.embodiments.aloha.demo --out $(CURDIR)/out/demo
 
 # Every benchmark with its default settings; tables on stdout, JSON rows in out/bench.
@@ -57,6 +64,7 @@ bench:
 	$(ENV) && python bench/decode.py --json $(BENCH_OUT)/decode.json
 	$(ENV) && python bench/engines.py --json $(BENCH_OUT)/engines.json
 	$(ENV) && python bench/planner.py --json $(BENCH_OUT)/planner.json
+	$(ENV) && python bench/pipeline.py --json $(BENCH_OUT)/pipeline.json
 	$(ENV) && python bench/rtc.py --synthetic 20 --train-steps 500 --head $(BENCH_OUT)/heads/plain \
 	    --rtc-head $(BENCH_OUT)/heads/rtc --stitcher --json $(BENCH_OUT)/rtc.json
 

@@ -24,6 +24,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("plan_stack.planning.training_cli",
               "rebuild a robot's planner models (target, drafter, action heads) from recordings (resumable)"),
     "eval-plans": ("plan_stack.data.eval_cli", "plan accuracy of a model directory on recorded episodes, per decoder"),
+    "run-episodes": ("plan_stack.closed_loop.cli",
+                     "closed-loop episodes of the stack through the full ROS graph, one per seed (success, latency)"),
 }
 
 

@@ -3,7 +3,7 @@ thread, its rate dividers, clock and camera publishing, pose / camera_info messa
 joint-trajectory command path of the arm simulators.
 
 Node-side only (imports rclpy and message packages); the logic it calls lives in the ROS-free
-modules (`joint_trajectory`, `trajectory_convert`, each embodiment's `sim`).
+modules (`plan_stack.trajectory.core`, `plan_stack.ros.trajectory`, each embodiment's `sim`).
 """
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.gl_backend import choose_backend
-from plan_stack.ros.diagnostics import ERROR, WARN
+from plan_stack.embodiments.pacing import StackPacer
+from plan_stack.ros.diagnostics import ERROR, OK, WARN
 from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.lifecycle import fail
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
-from plan_stack.ros.time import s_to_stamp
+from plan_stack.ros.time import s_to_stamp, stamp_to_s
 from plan_stack.ros.trajectory import trajectory_from_msg
 from plan_stack.trajectory.core import TrajectoryError, TrajectoryFollower
 
@@ -135,9 +136,37 @@ class SimNode(Node):
 
     def start_physics(self, thread_name: str, real_time_factor: float) -> None:
         self._real_time_factor = real_time_factor
+        self._pacer = self._make_pacer(self.cfg)
         self._running = True
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
         self._thread.start()
+
+    def _make_pacer(self, cfg) -> StackPacer | None:
+        """Gates on `action_chunk` / `plan` (observation stamps) when their leads are set (plan_stack.embodiments.pacing)."""
+        from plan_stack.msg import ActionChunk, VisualPlan
+
+        gates = [(name, topic, cls, getattr(cfg, f"pace_{name}_lead_s", 0.0))
+                 for name, topic, cls in (("chunk", "action_chunk", ActionChunk), ("plan", "plan", VisualPlan))]
+        gates = [g for g in gates if g[3] > 0]
+        if not gates:
+            return None
+        pacer = StackPacer([g[0] for g in gates], [g[3] for g in gates], cfg.pace_timeout_s)
+        for name, topic, cls, _ in gates:
+            self.create_subscription(cls, topic, lambda msg, n=name: pacer.ack(n, stamp_to_s(msg.header.stamp)),
+                                     RELIABLE_QOS)
+        self.get_logger().info("paced to the stack: " + ", ".join(f"{t} within {lead} s" for _, t, _, lead in gates))
+        return pacer
+
+    def _wait_for_stack(self, running) -> None:
+        """Paced: hold sim time at 0 until the paced topics have publishers and the cameras subscribers
+        (frames sent before discovery matched them would be lost, and the stack would never answer)."""
+        topics = [s.topic_name for s in self.subscriptions if s.topic_name.endswith(("/action_chunk", "/plan"))]
+        cameras = [p for p in self.publishers if p.topic_name.endswith("/image_raw")]
+        while running():
+            if all(self.count_publishers(t) > 0 for t in topics) and all(
+                    p.get_subscription_count() > 0 for p in cameras):
+                return
+            time.sleep(0.1)
 
     def open_renderer(self):
         return None
@@ -159,9 +188,22 @@ class SimNode(Node):
             renderer = self.open_renderer()
             rtf = self._real_time_factor
             wall0, sim0 = time.monotonic(), self.sim.time_s
-            while self._running and rclpy.ok(context=self.context):
+            running = lambda: self._running and rclpy.ok(context=self.context)  # noqa: E731
+            if self._pacer is not None:
+                self._wait_for_stack(running)
+                wall0 = time.monotonic()
+            while running():
                 if self._real_time_factor != rtf:  # changed at run time: pace anew from here
                     rtf, wall0, sim0 = self._real_time_factor, time.monotonic(), self.sim.time_s
+                if self._pacer is not None and self.sim.time_s >= self._pacer.limit_s():
+                    bypassed = self._pacer.bypassed
+                    if not self._pacer.wait(self.sim.time_s, running):
+                        break
+                    wall0, sim0 = time.monotonic(), self.sim.time_s  # waited: no catch-up burst
+                    if self._pacer.bypassed != bypassed:
+                        self.diagnostics.report("pacing", WARN if self._pacer.bypassed else OK,
+                                                f"not waiting for silent gate(s) {list(self._pacer.bypassed)}"
+                                                if self._pacer.bypassed else "paced to the stack", now=True)
                 self.physics_step()
                 t = self.sim.time_s
                 self.publish_due(t, s_to_stamp(t), renderer)

@@ -18,7 +18,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
-from plan_stack.config import param, validate
+from plan_stack.config import ConfigError, param, validate
 from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk
 from plan_stack.ros.action_client import ActionCall, ActionCallError
@@ -60,9 +60,16 @@ class StitcherNodeConfig:
         "reset): the stitcher forgets it and starts the next trajectory from the measured state; 0 = never",
         0.1, min=0.0)
     diagnostics_period_s: float = param("Diagnostics republish period (s)", 1.0, min=0.01)
+    # joint_states units -> stack units (ALOHA grippers: metres -> 0..1), per joint in joint_names order.
+    state_offset: tuple[float, ...] = param(
+        "Measured joint_states -> stack units: q_stack = (q - state_offset) * state_scale, one value per joint "
+        "(empty = identity)", (), read_only=True)
+    state_scale: tuple[float, ...] = param("see state_offset (empty = identity)", (), read_only=True)
 
     def __post_init__(self) -> None:
         validate(self)
+        if len(self.state_offset) != len(self.state_scale):
+            raise ConfigError("state_offset/state_scale: give both with one value per joint, or neither")
 
 
 class StitcherNode(Node):
@@ -81,6 +88,9 @@ class StitcherNode(Node):
         self._joints = JointSelector(self.cfg.joint_names)
         self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
+        if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
+            raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
+                              f"{len(self.cfg.joint_names)} joints")
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
@@ -113,8 +123,12 @@ class StitcherNode(Node):
             self._joint_problem = None
             self.diag.report("joint_states", OK, "joint states accepted", now=True,
                              rejected=self.counts["bad_joint_states"])
+        q = sel.position
         v = sel.velocity if len(sel.velocity) else np.zeros(len(sel.position))
-        self._measured = (self._now_s(), sel.position, v)
+        if self.node_cfg.state_scale:  # joint_states units -> the stack's (e.g. gripper metres -> 0..1)
+            scale = np.asarray(self.node_cfg.state_scale, dtype=float)
+            q, v = (q - np.asarray(self.node_cfg.state_offset, dtype=float)) * scale, v * scale
+        self._measured = (self._now_s(), q, v)
 
     def _on_clock_reset(self) -> None:
         """ROS time went back (simulator reset or restart): the active trajectory, the measured state and any

@@ -1,0 +1,554 @@
+"""One closed-loop episode through the full ROS graph, and what it measured.
+
+Reset per seed = **its own process set per episode**: every episode starts
+the robot config's nodes afresh (`python -m plan_stack.bringup CFG
+--processes --no-respawn`, under `nice`) in a ROS domain of its own
+(reserved like the test suite's, 101-200), so no state (RTC prefix, planner
+window, stitcher reference, bridge follower, sim clock) leaks from one seed
+into the next, and a crashed episode cannot poison the others. The cost is
+the start-up (process imports and model loads, tens of seconds on a loaded
+machine), paid outside sim time: the stack nodes are started first, and the
+simulator only once every stack node answers its parameter service.
+
+The config is `config/<robot>.yaml` with: the simulator's `seed`,
+`real_time_factor` and pacing leads (`plan_stack.embodiments.pacing`), the
+planner's `decoder`, `viz` left out (no viewer), and with `gt_plans` the
+planner left out and replaced by `GroundTruthPlanner` in this process.
+
+This process observes the graph (`EpisodeMonitor`): sim time, ground truth for
+the success criterion (`closed_loop.criterion`), counts of observations,
+plans, chunks and trajectories, stage latencies (`closed_loop.latency`), every
+`/trajectory` checked against the bridge's own limits, the measured joint
+states against the URDF position and velocity limits, and the bridge's
+rejections (its `/rosout` warnings).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from plan_stack.closed_loop.criterion import EpisodeSignals, done_early, judge
+from plan_stack.closed_loop.latency import LatencyLog
+
+__all__ = ["EpisodeOptions", "RobotSetup", "ROBOTS", "episode_config", "header_stamp_ns", "run_episode"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotSetup:
+    """Per-robot wiring of the episode runner."""
+
+    sim: str  # simulator node name in the config
+    camera: str  # camera whose images start the latency clock
+    time_limit_s: float  # default sim-time budget of an episode
+    bridge: str
+
+
+ROBOTS: dict[str, RobotSetup] = {
+    # the scripted transfer-cube expert takes 8 s; the learned stack gets 50 % more
+    "aloha": RobotSetup("aloha_sim", "cam_high", 12.0, "aloha_bridge"),
+    "franka": RobotSetup("franka_sim", "external", 15.0, "franka_bridge"),
+    "drive": RobotSetup("drive_sim", "front", 61.0, "drive_bridge"),
+}
+
+#: Stitcher overrides of the episode graph, per robot (none: the robot config's stitcher is the one measured).
+STITCHER_OVERRIDES: dict[str, dict[str, Any]] = {}
+
+#: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
+STARTUP_TIMEOUT_S = 240.0
+#: How long the processes get to stop after SIGINT before they are killed (wall s).
+STOP_TIMEOUT_S = 20.0
+#: Slack on the measured joint state before it counts as outside its URDF limit (rad, rad/s factor).
+STATE_POSITION_SLACK = 0.01
+STATE_VELOCITY_FACTOR = 1.1
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeOptions:
+    robot: str
+    seed: int
+    real_time_factor: float = 1.0
+    decoder: str | None = None  # planner decoder override (ar | dflash | vflash)
+    gt_plans: bool = False
+    time_limit_s: float | None = None  # sim s; None: the robot's default
+    pace_chunk_lead_s: float = 0.0  # 0: simulator not paced to chunks
+    pace_plan_lead_s: float = 0.0  # 0: simulator not paced to plans
+    pace_timeout_s: float = 30.0  # wall s a paced gate may keep the simulator waiting (first plans are slow)
+    config: str | None = None  # robot config name or path (default: the robot's)
+    sets: tuple[tuple[str, str, Any], ...] = ()  # (node, parameter, value) overrides
+    wall_timeout_s: float = 1800.0
+    nice: int = 10
+    bag: str | None = None  # record every topic to this new rosbag2 folder
+    log_dir: str | None = None  # bring-up logs (default: a temporary folder)
+
+
+def header_stamp_ns(raw: bytes) -> int:
+    """Stamp (ns) of a serialised message whose first field is a std_msgs/Header (CDR, either byte order)."""
+    if len(raw) < 12:
+        raise ValueError("message shorter than a CDR header stamp")
+    little = raw[1] in (1, 3)  # encapsulation CDR_LE / PL_CDR_LE (and CDR2 variants keep the low bit)
+    sec, nsec = struct.unpack("<iI" if little else ">iI", raw[4:12])
+    return sec * 1_000_000_000 + nsec
+
+
+def episode_config(opts: EpisodeOptions) -> dict:
+    """The robot config of one episode (see module doc) as a YAML-ready dict."""
+    from plan_stack.robot_config import resolve_config_path
+
+    setup = ROBOTS[opts.robot]
+    path = resolve_config_path(opts.config or opts.robot)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    nodes: dict[str, Any] = raw["nodes"]
+    if setup.sim not in nodes:
+        raise ValueError(f"{path}: no {setup.sim} node (run-episodes needs the simulator)")
+    sim = nodes[setup.sim].setdefault("parameters", {})
+    sim.update(seed=int(opts.seed), real_time_factor=float(opts.real_time_factor),
+               pace_chunk_lead_s=float(opts.pace_chunk_lead_s), pace_plan_lead_s=float(opts.pace_plan_lead_s),
+               pace_timeout_s=float(opts.pace_timeout_s))
+    for name in [n for n, spec in nodes.items() if spec.get("executable") == "stitcher"]:
+        params = nodes[name].setdefault("parameters", {})
+        for key, value in STITCHER_OVERRIDES.get(opts.robot, {}).items():
+            if value is None:
+                params.pop(key, None)
+            else:
+                params[key] = value
+    for name in [n for n, spec in nodes.items() if spec.get("executable") == "viz"]:
+        del nodes[name]
+    planners = [n for n, spec in nodes.items() if spec.get("executable") == "planner"]
+    if opts.gt_plans:
+        for name in planners:
+            del nodes[name]
+    elif opts.decoder:
+        if not planners:
+            raise ValueError(f"{path}: --decoder given but the config runs no planner")
+        for name in planners:
+            nodes[name].setdefault("parameters", {})["decoder"] = opts.decoder
+    for node, key, value in opts.sets:
+        if node not in nodes:
+            raise ValueError(f"--set {node}.{key}: no node {node!r} in the episode's graph ({sorted(nodes)})")
+        nodes[node].setdefault("parameters", {})[key] = value
+    return raw
+
+
+class _Graph:
+    """The episode's node processes: the stack (one bring-up) and the simulator (another)."""
+
+    def __init__(self, cfg_path: Path, sim: str, stack: list[str], env: dict, log_dir: Path, nice: int) -> None:
+        self.cfg_path, self.sim_name, self.stack_names = cfg_path, sim, stack
+        self.env, self.log_dir, self.nice = env, log_dir, nice
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._logs: list[Any] = []
+
+    def _start(self, label: str, extra: list[str]) -> None:
+        log = open(self.log_dir / f"{label}.log", "w")
+        self._logs.append(log)
+        cmd = ["nice", "-n", str(self.nice), sys.executable, "-m", "plan_stack.bringup", str(self.cfg_path), *extra]
+        self.procs[label] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+
+    def start_stack(self) -> None:
+        if self.stack_names:
+            self._start("stack", ["--processes", "--no-respawn"])  # every node but the simulator (see run_episode)
+
+    def start_sim(self) -> None:
+        self._start("sim", ["--only", self.sim_name])
+
+    def dead(self) -> str | None:
+        for label, p in self.procs.items():
+            if p.poll() is not None:
+                return f"{label} processes exited with status {p.returncode} (log: {self.log_dir / label}.log)"
+        return None
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in self._logs:
+            log.close()
+
+
+def _stack_config(raw: dict, sim: str) -> dict:
+    """The same config without the simulator (the stack's bring-up)."""
+    out = dict(raw)
+    out["nodes"] = {n: spec for n, spec in raw["nodes"].items() if n != sim}
+    return out
+
+
+def run_episode(opts: EpisodeOptions, progress=None) -> dict:
+    """Run one episode; returns its JSON row (see `plan-stack run-episodes --help`).
+
+    `progress(sim_time_s)` is called while the episode runs (progress bars).
+    """
+    from plan_stack.ros.domains import reserve_domain
+
+    if opts.robot not in ROBOTS:
+        raise ValueError(f"robot: {opts.robot!r} is not one of {sorted(ROBOTS)}")
+    setup = ROBOTS[opts.robot]
+    limit_s = opts.time_limit_s or setup.time_limit_s
+    raw = episode_config(opts)
+    domain, lock = reserve_domain(101, 200)
+    tmp = tempfile.TemporaryDirectory(prefix="plan_stack_episode_")
+    log_dir = Path(opts.log_dir) if opts.log_dir else Path(tmp.name)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{opts.robot}_{opts.seed}{'_gt' if opts.gt_plans else ''}"
+    full_cfg = log_dir / f"{stem}.yaml"
+    full_cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
+    stack_cfg = log_dir / f"{stem}_stack.yaml"
+    stack_cfg.write_text(yaml.safe_dump(_stack_config(raw, setup.sim), sort_keys=False))
+    if "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ:  # camera frames between processes: see README
+        from plan_stack.paths import find_data
+
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(find_data("config", "fastdds_big_shm.xml"))
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    row: dict[str, Any] = dict(robot=opts.robot, seed=int(opts.seed), gt_plans=bool(opts.gt_plans),
+                               decoder=None if opts.gt_plans else (opts.decoder or _planner_decoder(raw)),
+                               real_time_factor=opts.real_time_factor,
+                               paced=bool(opts.pace_chunk_lead_s or opts.pace_plan_lead_s), time_limit_s=limit_s)
+    stack_names = [n for n in raw["nodes"] if n != setup.sim]
+    graph = _Graph(stack_cfg, setup.sim, stack_names, env, log_dir, opts.nice)
+    graph_sim = _Graph(full_cfg, setup.sim, [], env, log_dir, opts.nice)
+    t_wall0 = time.monotonic()
+    monitor = None
+    try:
+        monitor = _Monitor(opts, setup, domain, raw)
+        graph.start_stack()
+        if opts.gt_plans:
+            monitor.start_gt_planner()
+        missing = monitor.wait_for_nodes(stack_names, STARTUP_TIMEOUT_S, graph.dead)
+        if missing:
+            raise RuntimeError(f"stack nodes did not come up within {STARTUP_TIMEOUT_S:.0f} s: {missing} "
+                               f"({graph.dead() or 'still starting'}; logs in {log_dir})")
+        monitor.start_recording()
+        graph_sim.start_sim()
+        row["startup_wall_s"] = round(time.monotonic() - t_wall0, 1)
+        t_run = time.monotonic()
+        while True:
+            time.sleep(0.1)
+            s = monitor.signals()
+            if progress is not None:
+                progress(s.sim_time_s)
+            if s.sim_time_s >= limit_s or done_early(opts.robot, s):
+                break
+            died = graph.dead() or graph_sim.dead()
+            if died:
+                raise RuntimeError(died)
+            if time.monotonic() - t_run > opts.wall_timeout_s:
+                raise RuntimeError(f"wall timeout: {opts.wall_timeout_s:.0f} s at sim time {s.sim_time_s:.1f} s")
+        row["run_wall_s"] = round(time.monotonic() - t_run, 1)
+        row["error"] = None
+    except Exception as exc:  # one failed episode is a row, not the end of the run
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        graph_sim.stop()
+        graph.stop()
+        if monitor is not None:
+            monitor.close()
+        lock.close()
+        if opts.log_dir is None:
+            tmp.cleanup()
+    if monitor is not None:
+        row.update(monitor.row())
+    s = monitor.signals() if monitor is not None else EpisodeSignals()
+    verdict = judge(opts.robot, s)
+    row["success"] = bool(verdict.success and not row["error"])
+    row["reason"] = verdict.reason if not row["error"] else f"error: {row['error']}"
+    row["sim_time_s"] = round(s.sim_time_s, 3)
+    row["wall_s"] = round(time.monotonic() - t_wall0, 1)
+    return row
+
+
+def _planner_decoder(raw: dict) -> str | None:
+    for spec in raw["nodes"].values():
+        if spec.get("executable") == "planner":
+            return spec.get("parameters", {}).get("decoder")
+    return None
+
+
+class _Monitor:
+    """The observer node (and optionally the ground-truth planner and a recorder) in this process."""
+
+    def __init__(self, opts: EpisodeOptions, setup: RobotSetup, domain: int, raw: dict) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.node import Node
+        from rclpy.parameter import Parameter
+
+        self.opts, self.setup, self.raw = opts, setup, raw
+        self.ctx = Context()
+        rclpy.init(args=[], context=self.ctx, domain_id=domain)
+        self.node = Node("episode_monitor", context=self.ctx,
+                         parameter_overrides=[Parameter("use_sim_time", value=True)])
+        self.lock = threading.Lock()
+        self.sig = EpisodeSignals()
+        self.lat = LatencyLog()
+        self.counts = dict(observations=0, plans=0, plan_features=0, chunks=0, trajectories=0, bridge_commands=0,
+                           bridge_rejections=0, trajectory_limit_violations=0, state_limit_violations=0)
+        self.first_violation: str | None = None
+        self.first_rejection: str | None = None
+        self.q_first: np.ndarray | None = None  # first measured arm joints
+        self.travel_joint: str | None = None
+        self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
+        self.extra_nodes: list[Any] = []
+        self.recorder_writer = None
+        self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
+        self._subscribe()
+        self.executor = MultiThreadedExecutor(num_threads=3, context=self.ctx)
+        self.executor.add_node(self.node)
+        self._spinning, self.spin_error = True, None
+        self.thread = threading.Thread(target=self._spin, name="episode_monitor", daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        while self._spinning and self.ctx.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.1)
+            except Exception as exc:  # keep observing; say what went wrong once
+                if self.spin_error is None and self._spinning:
+                    self.spin_error = f"{type(exc).__name__}: {exc}"
+
+    # --- subscriptions --------------------------------------------------------------
+
+    def _subscribe(self) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rcl_interfaces.msg import Log
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import Image, JointState
+        from std_msgs.msg import Bool, Int32
+        from trajectory_msgs.msg import JointTrajectory
+
+        from plan_stack.msg import ActionChunk, Observation, PlanFeatures, VisualPlan
+        from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS
+
+        n, mono = self.node, time.monotonic
+        n.create_subscription(Clock, "/clock", self._on_clock, RELIABLE_QOS)
+        n.create_subscription(Image, f"/cameras/{self.setup.camera}/image_raw",
+                              lambda raw: self.lat.camera(header_stamp_ns(raw), mono()), SENSOR_QOS, raw=True)
+        n.create_subscription(Observation, "/observation", self._on_observation, RELIABLE_QOS, raw=True)
+        n.create_subscription(VisualPlan, "/plan", self._on_plan, RELIABLE_QOS)
+        n.create_subscription(PlanFeatures, "/plan_features", lambda m: self._count("plan_features"), RELIABLE_QOS)
+        n.create_subscription(ActionChunk, "/action_chunk", self._on_chunk, RELIABLE_QOS)
+        n.create_subscription(JointTrajectory, "/trajectory", self._on_trajectory, RELIABLE_QOS)
+        n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
+        n.create_subscription(Log, "/rosout", self._on_log, RELIABLE_QOS)
+        if self.opts.robot == "aloha":
+            n.create_subscription(Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS)
+            n.create_subscription(JointTrajectory, "/left_arm_controller/joint_trajectory",
+                                  lambda m: self._count("bridge_commands"), RELIABLE_QOS)
+        elif self.opts.robot == "franka":
+            n.create_subscription(Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)
+        else:
+            n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
+
+    def _count(self, key: str, k: int = 1) -> None:
+        with self.lock:
+            self.counts[key] += k
+
+    def _on_clock(self, msg) -> None:
+        with self.lock:
+            self.sig.sim_time_s = max(self.sig.sim_time_s, msg.clock.sec + msg.clock.nanosec * 1e-9)
+
+    def _on_observation(self, raw: bytes) -> None:
+        self.lat.observation(header_stamp_ns(raw), time.monotonic())
+        self._count("observations")
+
+    def _on_plan(self, msg) -> None:
+        self.lat.plan(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic())
+        self._count("plans")
+
+    def _on_chunk(self, msg) -> None:
+        self.lat.chunk(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic())
+        self._count("chunks")
+
+    def _on_trajectory(self, msg) -> None:
+        from plan_stack.embodiments.validation import check_trajectory
+        from plan_stack.ros.trajectory import trajectory_from_msg
+
+        self.lat.trajectory(time.monotonic())
+        self._count("trajectories")
+        if self.limits is None:
+            return
+        try:
+            traj = trajectory_from_msg(msg)
+            verdict = check_trajectory(traj, self.limits.joint_names, self.limits, now_s=traj.stamp_s)
+            ok, why = verdict.ok, verdict.message
+        except Exception as exc:  # a malformed trajectory is a violation too
+            ok, why = False, str(exc)
+        if not ok:
+            self._count("trajectory_limit_violations")
+            with self.lock:
+                self.first_violation = self.first_violation or f"trajectory: {why}"
+
+    def _on_joint_states(self, msg) -> None:
+        if self.limits is None or self.opts.robot != "aloha":
+            return
+        lim = self.state_limits
+        names = list(msg.name)
+        try:
+            idx = [names.index(j) for j in lim["names"]]
+        except ValueError:
+            return
+        q = np.asarray(msg.position, dtype=float)[idx]
+        with self.lock:
+            if self.q_first is None:
+                self.q_first = q.copy()
+            d = np.abs(q - self.q_first)
+            if float(np.max(d)) > self.travel:
+                self.travel, self.travel_joint = float(np.max(d)), lim["names"][int(np.argmax(d))]
+        bad = (q < lim["lower"] - STATE_POSITION_SLACK) | (q > lim["upper"] + STATE_POSITION_SLACK)
+        if len(msg.velocity) == len(names):
+            v = np.abs(np.asarray(msg.velocity, dtype=float)[idx])
+            bad |= v > lim["velocity"] * STATE_VELOCITY_FACTOR
+        if np.any(bad):
+            j = int(np.flatnonzero(bad)[0])
+            self._count("state_limit_violations")
+            with self.lock:
+                self.first_violation = self.first_violation or (
+                    f"joint_states: {lim['names'][j]} at {q[j]:.4f} rad outside its URDF limits or too fast")
+
+    @property
+    def state_limits(self) -> dict:
+        if not hasattr(self, "_state_limits"):
+            lim = self.limits
+            arms = [i for i, n in enumerate(lim.joint_names) if not n.endswith("_gripper")]
+            self._state_limits = dict(names=[lim.joint_names[i] for i in arms], lower=lim.lower[arms],
+                                      upper=lim.upper[arms], velocity=lim.velocity[arms])
+        return self._state_limits
+
+    def _on_log(self, msg) -> None:
+        if msg.name.endswith(self.setup.bridge) and "rejected" in msg.msg:
+            self._count("bridge_rejections")
+            with self.lock:
+                self.first_rejection = self.first_rejection or msg.msg[:300]
+
+    def _on_reward(self, msg) -> None:
+        with self.lock:
+            self.sig.max_reward = max(self.sig.max_reward or 0, int(msg.data))
+
+    def _on_success(self, msg) -> None:
+        with self.lock:
+            self.sig.success_flag = bool(self.sig.success_flag) or bool(msg.data)
+
+    def _on_diagnostics(self, msg) -> None:
+        from diagnostic_msgs.msg import DiagnosticStatus
+
+        for s in msg.status:
+            if s.name.startswith(f"{self.setup.sim}: safety") and s.level == DiagnosticStatus.ERROR:
+                with self.lock:
+                    self.sig.safety_faults += 1
+
+    # --- helpers --------------------------------------------------------------------
+
+    def start_gt_planner(self) -> None:
+        from plan_stack.closed_loop.gt_planner import GroundTruthPlanner
+
+        planner = GroundTruthPlanner(self.opts.robot, self.opts.seed, self.raw, context=self.ctx)
+        self.extra_nodes.append(planner)
+        self.executor.add_node(planner)
+
+    def start_recording(self) -> None:
+        if not self.opts.bag:
+            return
+        from rclpy.parameter import Parameter
+
+        from plan_stack.data.bags import SplitBagWriter
+        from plan_stack.eval.record import RecorderNode
+        from plan_stack.viz.bag import plan_typestore
+
+        self.recorder_writer = SplitBagWriter(self.opts.bag, plan_typestore())
+        rec = RecorderNode(self.recorder_writer, None, context=self.ctx,
+                           parameter_overrides=[Parameter("use_sim_time", value=True)])
+        self.extra_nodes.append(rec)
+        self.executor.add_node(rec)
+
+    def wait_for_nodes(self, names: list[str], timeout_s: float, dead) -> list[str]:
+        """Wait until every node answers its parameter service (constructed, models loaded, spinning)."""
+        from rcl_interfaces.srv import ListParameters
+
+        pending = set(names)
+        clients = {n: self.node.create_client(ListParameters, f"/{n}/list_parameters") for n in names}
+        calls: dict[str, Any] = {}
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline and not dead():
+            for name in list(pending):
+                if name not in calls and clients[name].service_is_ready():
+                    calls[name] = clients[name].call_async(ListParameters.Request())
+                if name in calls and calls[name].done():
+                    pending.discard(name)
+            time.sleep(0.1)
+        return sorted(pending)  # clients stay: destroying them under the spinning executor races it
+
+    def signals(self) -> EpisodeSignals:
+        with self.lock:
+            return dataclasses.replace(self.sig)
+
+    def row(self) -> dict:
+        with self.lock:
+            counts = dict(self.counts)
+            first_violation, first_rejection = self.first_violation, self.first_rejection
+            max_reward = self.sig.max_reward
+        out: dict[str, Any] = dict(counts)
+        out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
+        out["bridge_accepted"] = counts["trajectories"] - counts["bridge_rejections"]
+        out["joint_travel_rad"] = round(self.travel, 4)
+        out["joint_travel_joint"] = self.travel_joint
+        out["first_violation"] = first_violation
+        out["first_rejection"] = first_rejection
+        if self.opts.robot == "aloha":
+            out["max_reward"] = max_reward
+        out.update(self.lat.summary())
+        out["monitor_error"] = self.spin_error
+        return out
+
+    def close(self) -> None:
+        self._spinning = False
+        self.thread.join(timeout=5.0)
+        try:
+            self.executor.shutdown(timeout_sec=5.0)
+        except Exception:
+            pass
+        for n in self.extra_nodes:
+            close = getattr(n, "close", None)
+            if callable(close):
+                close()
+        if self.recorder_writer is not None:
+            self.recorder_writer.close()
+        if self.ctx.ok():
+            import rclpy
+
+            rclpy.shutdown(context=self.ctx)
+
+
+def _bridge_limits(robot: str, raw: dict, bridge: str):
+    """The bridge's joint limits in stack units, with the config's bridge parameters (what /trajectory must
+    respect); None for driving."""
+    if robot == "aloha":
+        from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig as Config
+        from plan_stack.embodiments.aloha.bridge import load_limits
+    elif robot == "franka":
+        from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig as Config
+        from plan_stack.embodiments.franka.bridge import load_limits
+    else:
+        return None
+    fields = {f.name for f in dataclasses.fields(Config)}
+    params = raw["nodes"].get(bridge, {}).get("parameters", {})
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in fields}
+    return load_limits(Config(**kwargs))

@@ -1,0 +1,100 @@
+"""Pacing a simulator to the stack it drives (no ROS imports).
+
+A simulator that runs on the wall clock leaves a slow machine's planner
+seconds of sim time behind: its plans arrive stale and the closed loop
+measures the machine's load, not the stack. `StackPacer` holds sim time
+within a *lead* of the stack's latest answers instead: one gate per answer
+stream (e.g. action chunks, plans), each answer carrying the stamp of the
+observation it was computed from. Sim time may pass `stamp + lead` of no
+gate. The simulator then runs as fast as the slowest gate allows (and never
+faster than its real-time factor), so every node sees the same sim-time
+latencies whatever the load.
+
+Start-up: before a gate has answered once, its stamp counts as 0 (the
+simulator waits at `lead` until the stack answers; the simulator node starts
+its clock only once the stack's topics are matched, so the first frames are
+not lost to discovery). A gate that keeps the simulator waiting for more
+than `timeout_s` of wall time is *bypassed* (the simulator runs unpaced by
+it) until it answers again, so a stack that stops answering (or lost the
+frames it would answer) cannot freeze the robot's world; `bypassed` says
+which.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+__all__ = ["StackPacer"]
+
+
+class StackPacer:
+    """Sim-time limit from the latest answer stamps of a few gates (thread-safe)."""
+
+    def __init__(self, names: Sequence[str], leads_s: Sequence[float], timeout_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if len(names) != len(leads_s):
+            raise ValueError("names and leads_s must have the same length")
+        if any(lead <= 0 for lead in leads_s) or timeout_s <= 0:
+            raise ValueError("leads and the timeout must be positive")
+        self.names = tuple(names)
+        self.leads_s = tuple(float(x) for x in leads_s)
+        self.timeout_s = float(timeout_s)
+        self._clock = clock
+        self._stamp = [0.0] * len(names)
+        self._answered = [False] * len(names)
+        self._bypassed = [False] * len(names)
+        self._cond = threading.Condition()
+        self.waited_s = 0.0  # total wall time spent waiting for the stack
+
+    def ack(self, name: str, stamp_s: float) -> None:
+        """The stack answered on gate `name` for the observation stamped `stamp_s` (sim s)."""
+        i = self.names.index(name)
+        with self._cond:
+            self._answered[i] = True
+            self._bypassed[i] = False
+            self._stamp[i] = max(self._stamp[i], float(stamp_s))
+            self._cond.notify_all()
+
+    def reset(self) -> None:
+        """Forget every answer (sim time restarted)."""
+        with self._cond:
+            self._stamp = [0.0] * len(self.names)
+            self._answered = [False] * len(self.names)
+            self._bypassed = [False] * len(self.names)
+            self._cond.notify_all()
+
+    def limit_s(self) -> float:
+        """Sim time the simulator may not reach: min over paced gates of stamp + lead."""
+        with self._cond:
+            return self._limit()
+
+    def _limit(self) -> float:
+        limits = [s + lead for s, lead, b in zip(self._stamp, self.leads_s, self._bypassed) if not b]
+        return min(limits) if limits else float("inf")
+
+    @property
+    def bypassed(self) -> tuple[str, ...]:
+        with self._cond:
+            return tuple(n for n, b in zip(self.names, self._bypassed) if b)
+
+    def wait(self, t_s: float, running: Callable[[], bool], poll_s: float = 0.1) -> bool:
+        """Block until sim time `t_s` is below the limit; False if `running()` turned false meanwhile.
+
+        Gates that have answered and then stay silent past `timeout_s` are bypassed (see module doc).
+        """
+        begin = start = self._clock()
+        with self._cond:
+            while t_s >= self._limit():
+                if not running():
+                    return False
+                now = self._clock()
+                if now - start > self.timeout_s:
+                    for i, (s, lead) in enumerate(zip(self._stamp, self.leads_s)):
+                        if not self._bypassed[i] and t_s >= s + lead:
+                            self._bypassed[i] = True
+                    start = now
+                    continue
+                self._cond.wait(poll_s)
+            self.waited_s += self._clock() - begin
+        return True
