@@ -378,7 +378,7 @@ class Input:
     qos: Any = None
     action_type: Any = None
     quiet: tuple[str, ...] | None = None  # the entry's quiet outputs that must stay silent (None: all)
-    follow: Callable[["Graph", Any], None] | None = None  # sends a companion message after each bad one
+    follow: Callable[[Graph, Any], None] | None = None  # sends a companion message after each bad one
 
 
 @dataclasses.dataclass
