@@ -342,8 +342,8 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
     params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}
     names = tuple(params["joint_names"])
-    discrete = np.array([n in params["discrete_joints"] for n in names])
-    src = ChunkSource("rough", len(names), 50, seed, dict(ALOHA_ARM), discrete)
+    discrete = np.array([n in params.get("discrete_joints", []) for n in names])
+    src = ChunkSource("rough", len(names), 50, seed, {k: params[k] for k in ("v_max", "a_max")}, discrete)
     q_lo, q_hi = np.full(len(names), -np.inf), np.full(len(names), np.inf)
     if params.get("q_min"):
         cols = slice(None) if len(params["q_min"]) == len(names) else ~discrete
@@ -391,7 +391,7 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
                 time.time() < deadline:
             time.sleep(0.05)
         chunk, _, measured = src.next()
-        q0 = measured[0]
+        q0 = np.minimum(np.maximum(measured[0], q_lo), q_hi)  # a measured state inside the robot's range
         for _ in range(20):
             js.publish(JointState(name=list(names), position=q0.tolist(), velocity=[0.0] * len(names)))
             time.sleep(0.01)

@@ -46,10 +46,14 @@ def test_aloha_stitcher_limits_follow_the_rule_from_the_urdf():
     (cfg, bridge), = list(_pairs("aloha"))
     lim, rate = limits_from_config(cfg)
     arm = [i for i, n in enumerate(bridge.joint_names) if not n.endswith("gripper")]
-    assert lim.v_max == pytest.approx(0.9 * 3.141593)  # urdf/aloha.urdf: 3.141593 rad/s
-    assert lim.a_max == pytest.approx(0.8 * bridge.a_max[arm])
+    grip = [i for i, n in enumerate(bridge.joint_names) if n.endswith("gripper")]
+    # the grippers are planned by the MPC as joints (no discrete channels): every limit per joint
+    assert lim.v_max[arm] == pytest.approx(0.9 * 3.141593)  # urdf/aloha.urdf: 3.141593 rad/s
+    assert lim.v_max[grip] == pytest.approx(0.9 * 5.0)  # the bridge's gripper rate (not the finger's 5.35)
+    assert lim.a_max == pytest.approx(0.8 * bridge.a_max)
     assert lim.q_min[1] == pytest.approx(-1.85005 + 0.03) and lim.q_max[1] == pytest.approx(1.25664 - 0.03)
-    assert rate == pytest.approx([4.0, 4.0])  # 0.8 x the bridge's 5.0 (not the finger's 5.35)
+    assert (lim.q_min[grip], lim.q_max[grip]) == (pytest.approx(0.0), pytest.approx(1.0))  # exact_range_joints
+    assert len(rate) == 0
 
 
 def test_limits_from_is_checked(tmp_path):
@@ -81,3 +85,12 @@ def test_rule_scales_and_insets_each_limit():
     both = LimitRule().stitcher_limits(bridge, ("a", "b"))
     assert "q_min" not in both  # b has no position range: nothing to derive
     assert both["j_max"] == pytest.approx((80.0, 160.0))
+
+
+def test_exact_range_joints_keep_the_bridge_range():
+    from plan_stack.trajectory.limits import Limits
+
+    bridge = Limits.for_joints(("a", "g"), [-1.0, 0.0], [1.0, 1.0], [2.0, 5.0], [10.0, 40.0])
+    out = LimitRule(position_margin=0.2, exact_range_joints=("g",)).stitcher_limits(bridge, ("a", "g"))
+    assert out["q_min"] == pytest.approx((-0.8, 0.0)) and out["q_max"] == pytest.approx((0.8, 1.0))
+    assert out["v_max"] == pytest.approx((1.8, 4.5))  # the gripper planned as a joint: scaled like the others

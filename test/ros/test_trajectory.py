@@ -56,3 +56,22 @@ def test_grid_trajectory_round_trip_keeps_the_executed_curve():
         ref = follower.sample(t)
         q, v, _ = grid.sample(t)
         assert np.allclose(ref.positions, q[0], atol=1e-9) and np.allclose(ref.velocities, v[0], atol=1e-6)
+
+
+def test_a_lead_keeps_the_absolute_times_and_moves_the_first_point_off_zero():
+    import numpy as np
+
+    from plan_stack.ros.trajectory import trajectory_to_msg
+    from plan_stack.trajectory.core import Trajectory
+
+    q = np.linspace(0, 1, 5)[:, None] * np.ones((1, 2))
+    traj = Trajectory.on_grid(3.0, 0.02, ("a", "b"), q, np.zeros_like(q), np.zeros_like(q))
+
+    def absolute(msg):
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        return np.array([stamp + p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points])
+
+    plain, led = trajectory_to_msg(traj), trajectory_to_msg(traj, lead_s=0.1)
+    np.testing.assert_allclose(absolute(plain), absolute(led), atol=1e-9)
+    assert plain.points[0].time_from_start.nanosec == 0 and led.points[0].time_from_start.nanosec == 100_000_000
+    assert (led.header.stamp.sec, led.header.stamp.nanosec) == (2, 900_000_000)

@@ -359,3 +359,11 @@ def test_a_start_from_the_measured_state_is_due_measured_start_lead_s_later():
     # stitched onto our own trajectory (the controller's reference): no extra lead
     second = s.process(Chunk(0.04, NAMES, DT, _ref(40)), 0.04)
     assert second.trajectory.t0_s == pytest.approx(0.04)
+
+
+def test_a_start_outside_the_position_range_brakes_instead_of_failing():
+    """A measured joint a hair outside its range (a gripper reading -0.01) must not make every chunk fail."""
+    s = Stitcher(_cfg(q_min=(-1.0, -1.0, -1.0), q_max=(1.0, 1.0, 1.0)))
+    res = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.array([-1.01, 0.0, 0.0, 0.0]), np.zeros(4), np.zeros(4)))
+    assert res.status is StitchStatus.FALLBACK and res.generator == "brake"
+    assert any("infeasible start" in m for m in res.messages)

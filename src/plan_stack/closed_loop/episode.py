@@ -429,8 +429,8 @@ class _Monitor:
         if not hasattr(self, "_state_limits"):
             lim = self.limits
             arms = [i for i, n in enumerate(lim.joint_names) if not n.endswith("_gripper")]
-            self._state_limits = dict(names=[lim.joint_names[i] for i in arms], lower=lim.lower[arms],
-                                      upper=lim.upper[arms], velocity=lim.velocity[arms])
+            self._state_limits = dict(names=[lim.joint_names[i] for i in arms], lower=lim.q_min[arms],
+                                      upper=lim.q_max[arms], velocity=lim.v_max[arms])
         return self._state_limits
 
     def _on_log(self, msg) -> None:

@@ -50,10 +50,16 @@ def trajectory_from_msg(msg: JointTrajectory, epoch_ns: int = 0) -> Trajectory:
     return Trajectory(names, stamp_s, times, pos, vel, acc)
 
 
-def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0, frame_id: str = "") -> JointTrajectory:
-    """Trajectory -> message: header.stamp = epoch_ns + stamp_s, time_from_start = times_s."""
+def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0, frame_id: str = "", lead_s: float = 0.0
+                      ) -> JointTrajectory:
+    """Trajectory -> message: header.stamp = epoch_ns + stamp_s - lead_s, time_from_start = lead_s + times_s.
+
+    The absolute times are the same for any lead. With a lead the first point is not "due now": a
+    controller with joint_trajectory_controller semantics joins its present reference to it over the lead
+    instead of taking it as a jump (a start from the measured state a few mrad off the held reference)."""
+    lead_ns = s_to_ns(lead_s)
     msg = JointTrajectory()
-    msg.header.stamp = ns_to_stamp(epoch_ns + s_to_ns(traj.stamp_s))
+    msg.header.stamp = ns_to_stamp(epoch_ns + s_to_ns(traj.stamp_s) - lead_ns)
     msg.header.frame_id = frame_id
     msg.joint_names = list(traj.joint_names)
     P = traj.positions.tolist()
@@ -61,7 +67,7 @@ def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0, frame_id: str = "") -
     A = None if traj.accelerations is None else traj.accelerations.tolist()
     points = []
     for i, t in enumerate(traj.times_s.tolist()):
-        sec, nanosec = divmod(s_to_ns(t), NS_PER_S)
+        sec, nanosec = divmod(lead_ns + s_to_ns(t), NS_PER_S)
         p = JointTrajectoryPoint(positions=P[i], time_from_start=Duration(sec=sec, nanosec=nanosec))
         if V is not None:
             p.velocities = V[i]

@@ -250,8 +250,12 @@ class LimitRule:
     jerk_scale: float = 0.8
     discrete_rate_scale: float = 0.8
     position_margin: float = 0.03
+    #: Joints that keep the bridge's position range without the margin (grippers: they rest at its ends,
+    #: closed on an object or fully open, and a start there must not count as outside the range).
+    exact_range_joints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "exact_range_joints", tuple(self.exact_range_joints))
         for name in ("velocity_scale", "acceleration_scale", "jerk_scale", "discrete_rate_scale"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0.0 < value <= 1.0):
@@ -285,12 +289,15 @@ class LimitRule:
         if disc and np.all(np.isfinite(lo_all)) and np.all(np.isfinite(hi_all)):
             # Every joint bounded: one entry per joint (joint_names order). Discrete channels (grippers) keep
             # the bridge's range itself: their references are clipped to it and they rest at its ends.
-            inset = np.array([0.0 if n in discrete_joints else self.position_margin for n in joint_names])
+            inset = np.array([0.0 if n in discrete_joints or n in self.exact_range_joints else self.position_margin
+                              for n in joint_names])
             m = np.minimum(inset, 0.25 * (hi_all - lo_all))
             out["q_min"] = tuple(float(x) for x in lo_all + m)
             out["q_max"] = tuple(float(x) for x in hi_all - m)
         elif cont and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)):
-            m = np.minimum(self.position_margin, 0.25 * (hi - lo))  # never cross the middle of a short range
+            inset = np.array([0.0 if joint_names[k] in self.exact_range_joints else self.position_margin
+                              for k in range(len(joint_names)) if joint_names[k] not in discrete_joints])
+            m = np.minimum(inset, 0.25 * (hi - lo))  # never cross the middle of a short range
             out["q_min"] = tuple(float(x) for x in lo + m)
             out["q_max"] = tuple(float(x) for x in hi - m)
         if disc:

@@ -59,6 +59,13 @@ class StitcherNodeConfig:
         "continuous joints, rad or m), the robot is not following it (the bridge refused it, a fault, a "
         "reset): the stitcher forgets it and starts the next trajectory from the measured state; 0 = never",
         0.1, min=0.0)
+    point_lead_s: float = param(
+        "Stamp each trajectory this long before its first point is due (time_from_start starts at it; same "
+        "absolute times): the bridge then joins its reference to the first point over the lead instead of "
+        "taking it as a jump. Keep it <= command_latency_s; 0 = first point at time 0", 0.0, min=0.0, max=1.0)
+    reanchor_ignore_joints: tuple[str, ...] = param(
+        "Joints whose distance from the trajectory does not count for re-anchoring (grippers: closed on an "
+        "object they stay short of their reference by design)", (), read_only=True)
     diagnostics_period_s: float = param("Diagnostics republish period (s)", 1.0, min=0.01)
     # joint_states units -> stack units (ALOHA grippers: metres -> 0..1), per joint in joint_names order.
     state_offset: tuple[float, ...] = param(
@@ -86,6 +93,9 @@ class StitcherNode(Node):
         self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0,
                        "bad_joint_states": 0, "clamped_samples": 0, "clock_resets": 0}
         self._joints = JointSelector(self.cfg.joint_names)
+        ignored = set(self.node_cfg.reanchor_ignore_joints)
+        self._reanchor_cols = np.array([i for i in self.stitcher._cidx if self.cfg.joint_names[i] not in ignored],
+                                       dtype=int)
         self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
@@ -174,7 +184,7 @@ class StitcherNode(Node):
         tol = self.node_cfg.reanchor_tolerance
         m = self._measured
         if why is None and tol > 0 and m is not None and now_s - m[0] <= self.node_cfg.joint_state_timeout_s:
-            cols = self.stitcher._cidx
+            cols = self._reanchor_cols
             q_ref = active.sample(np.array([m[0]]))[0][0]
             gap = float(np.max(np.abs(m[1][cols] - q_ref[cols]), initial=0.0))
             if gap > tol:
@@ -208,7 +218,7 @@ class StitcherNode(Node):
             return
         self.counts["fallbacks"] += result.status is StitchStatus.FALLBACK
         self.counts["clamped_samples"] += result.clamped_samples
-        out = trajectory_to_msg(result.trajectory, self._epoch_ns)
+        out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=self.node_cfg.point_lead_s)
         self.pub.publish(out)
         self.counts["published"] += 1
         self._send_to_bridge(out)

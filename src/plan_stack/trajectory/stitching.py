@@ -398,19 +398,22 @@ class Stitcher:
         lim = self.limits
         if not x0.shape[1]:
             return None
-        v, a = x0[1], x0[2]
+        q, v, a = x0
         c = lim.a_max / (2.0 * lim.j_max)
         tol = 1.0 + 1e-9
+        q_out = (q < lim.q_min) | (q > lim.q_max)  # e.g. a measured gripper a hair below its range
         if (np.all(np.abs(v) <= lim.v_max * tol) and np.all(np.abs(a) <= lim.a_max * tol)
-                and np.all(np.abs(v + c * a) <= lim.v_max * tol)):
+                and np.all(np.abs(v + c * a) <= lim.v_max * tol) and not q_out.any()):
             return None
         # Braking from (v, a): the speed still grows by a^2 / 2 j while a pushes it outward (j: the
         # brake's jerk, the limit less the generators' margin).
         j = lim.j_max * (1.0 - self.cfg.limit_margin)
         v_peak = np.abs(v) + np.where(v * a > 0, a * a / (2.0 * j), 0.0)
         widen = 1.0 + 1e-6
+        # A joint that starts outside its position range may stay there while it brakes (the stop is the
+        # only motion; the next chunk starts from where it ends).
         return Limits.create(lim.dof, np.maximum(lim.v_max, v_peak * widen), np.maximum(lim.a_max, np.abs(a) * widen),
-                             lim.j_max, lim.q_min, lim.q_max)
+                             lim.j_max, np.where(q_out, -np.inf, lim.q_min), np.where(q_out, np.inf, lim.q_max))
 
     def _measured(self, measured) -> np.ndarray:
         """The measured (q, v, a) as one [3, D] array; raises on a wrong shape or NaN/inf."""
