@@ -22,7 +22,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "plan_stack"
 ROS_IMPORT = re.compile(r"^(rclpy|[a-z0-9_]+_(msgs|interfaces|srvs)|plan_stack\.(msg|action|srv))(\.|$)")
 EDGE_NAME = re.compile(r"^(.*_node|node_common|.*convert|cli|.*_cli|bringup|.*_publisher|demo)\.py$")
-EDGE_MODULES = {"plan_stack.eval.record", "plan_stack.eval.replay"}
+EDGE_MODULES = {"plan_stack.eval.record", "plan_stack.eval.replay",  # a running graph: record it, replay into it
+                "plan_stack.closed_loop.episode",  # runs an episode's graph and monitors it over DDS
+                "plan_stack.closed_loop.gt_planner"}  # the ground-truth-plan ablation's node, started by episode
 
 
 def module_name(path: Path) -> str:

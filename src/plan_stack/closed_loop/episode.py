@@ -41,6 +41,7 @@ import yaml
 
 from plan_stack.closed_loop.criterion import EpisodeSignals, done_early, judge
 from plan_stack.closed_loop.latency import LatencyLog
+from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["EpisodeOptions", "RobotSetup", "ROBOTS", "episode_config", "header_stamp_ns", "run_episode"]
 
@@ -364,7 +365,7 @@ class _Monitor:
 
     def _on_clock(self, msg) -> None:
         with self.lock:
-            self.sig.sim_time_s = max(self.sig.sim_time_s, msg.clock.sec + msg.clock.nanosec * 1e-9)
+            self.sig.sim_time_s = max(self.sig.sim_time_s, sec_nanosec_to_s(msg.clock.sec, msg.clock.nanosec))
 
     def _on_observation(self, raw: bytes) -> None:
         self.lat.observation(header_stamp_ns(raw), time.monotonic())
