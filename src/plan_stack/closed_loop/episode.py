@@ -63,9 +63,6 @@ ROBOTS: dict[str, RobotSetup] = {
     "drive": RobotSetup("drive_sim", "front", 61.0, "drive_bridge"),
 }
 
-#: Stitcher overrides of the episode graph, per robot (none: the robot config's stitcher is the one measured).
-STITCHER_OVERRIDES: dict[str, dict[str, Any]] = {}
-
 #: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 240.0
 #: How long the processes get to stop after SIGINT before they are killed (wall s).
@@ -117,13 +114,6 @@ def episode_config(opts: EpisodeOptions) -> dict:
     sim.update(seed=int(opts.seed), real_time_factor=float(opts.real_time_factor),
                pace_chunk_lead_s=float(opts.pace_chunk_lead_s), pace_plan_lead_s=float(opts.pace_plan_lead_s),
                pace_timeout_s=float(opts.pace_timeout_s))
-    for name in [n for n, spec in nodes.items() if spec.get("executable") == "stitcher"]:
-        params = nodes[name].setdefault("parameters", {})
-        for key, value in STITCHER_OVERRIDES.get(opts.robot, {}).items():
-            if value is None:
-                params.pop(key, None)
-            else:
-                params[key] = value
     for name in [n for n, spec in nodes.items() if spec.get("executable") == "viz"]:
         del nodes[name]
     planners = [n for n, spec in nodes.items() if spec.get("executable") == "planner"]
