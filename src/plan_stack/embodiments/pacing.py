@@ -21,11 +21,27 @@ which.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
 
-__all__ = ["StackPacer"]
+from plan_stack.config import param
+
+__all__ = ["PacingConfig", "StackPacer"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PacingConfig:
+    """The simulator parameters that pace it to the stack (0 = off); every simulator's config extends it."""
+
+    pace_chunk_lead_s: float = param("sim time stays within this lead (s) of the newest action_chunk's observation "
+                                     "stamp (0 = not paced to chunks)", 0.0, min=0.0, max=60.0, read_only=True)
+    pace_plan_lead_s: float = param("sim time stays within this lead (s) of the newest plan's observation stamp "
+                                    "(0 = not paced to plans)", 0.0, min=0.0, max=60.0, read_only=True)
+    pace_timeout_s: float = param("a paced answer stream silent this long (wall s) after its first answer is no "
+                                  "longer waited for, until it answers again", 10.0, min=0.1, max=3600.0,
+                                  read_only=True)
 
 
 class StackPacer:

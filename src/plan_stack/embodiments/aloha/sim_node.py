@@ -37,6 +37,7 @@ from plan_stack.embodiments.node_common import (
     follow_trajectory_msg,
     pose_msg,
 )
+from plan_stack.embodiments.pacing import PacingConfig
 from plan_stack.ros.diagnostics import Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
@@ -46,20 +47,12 @@ __all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
-class AlohaSimConfig:
+class AlohaSimConfig(PacingConfig):
     """Parameters of the embedded ALOHA simulator (node `aloha_sim`)."""
 
     task: str = param("task: transfer_cube or insertion", "transfer_cube", choices=tuple(TASKS), read_only=True)
     seed: int = param("seed of the object placement", 0, min=0, read_only=True)
     real_time_factor: float = param("sim seconds per wall second; 0 = as fast as possible", 1.0, min=0.0, max=100.0)
-    # Pacing to the stack (plan_stack.embodiments.pacing): 0 = off.
-    pace_chunk_lead_s: float = param("sim time stays within this lead (s) of the newest action_chunk's observation "
-                                     "stamp (0 = not paced to chunks)", 0.0, min=0.0, max=60.0, read_only=True)
-    pace_plan_lead_s: float = param("sim time stays within this lead (s) of the newest plan's observation stamp "
-                                    "(0 = not paced to plans)", 0.0, min=0.0, max=60.0, read_only=True)
-    pace_timeout_s: float = param("a paced answer stream silent this long (wall s) after its first answer is no "
-                                  "longer waited for, until it answers again", 10.0, min=0.1, max=3600.0,
-                                  read_only=True)
     joint_state_rate_hz: float = param("joint_states publish rate (sim time)", 50.0, min=1.0, max=500.0)
     clock_rate_hz: float = param("/clock publish rate (sim time)", 250.0, min=1.0, max=500.0)
     camera_rate_hz: float = param("camera publish rate (sim time); 0 disables rendering", 10.0, min=0.0, max=60.0)

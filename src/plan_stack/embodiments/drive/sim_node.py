@@ -32,6 +32,7 @@ from plan_stack.embodiments.drive.msg_convert import trajectory_from_msg
 from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 from plan_stack.embodiments.node_common import CameraPublisher, ClockPublisher, Every, SimNode
+from plan_stack.embodiments.pacing import PacingConfig
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
 from plan_stack.ros.lifecycle import node_main
@@ -42,20 +43,12 @@ __all__ = ["DriveSimConfig", "DriveSimNode", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
-class DriveSimConfig:
+class DriveSimConfig(PacingConfig):
     """Parameters of the embedded driving simulator (node `drive_sim`); scene, vehicle and follower
     parameters are namespaced `scene.*`, `vehicle.*`, `follower.*`."""
 
     seed: int = param("seed of the obstacle placement", 0, min=0, read_only=True)
     real_time_factor: float = param("sim seconds per wall second; 0 = as fast as possible", 1.0, min=0.0, max=100.0)
-    # Pacing to the stack (plan_stack.embodiments.pacing): 0 = off.
-    pace_chunk_lead_s: float = param("sim time stays within this lead (s) of the newest action_chunk's observation "
-                                     "stamp (0 = not paced to chunks)", 0.0, min=0.0, max=60.0, read_only=True)
-    pace_plan_lead_s: float = param("sim time stays within this lead (s) of the newest plan's observation stamp "
-                                    "(0 = not paced to plans)", 0.0, min=0.0, max=60.0, read_only=True)
-    pace_timeout_s: float = param("a paced answer stream silent this long (wall s) after its first answer is no "
-                                  "longer waited for, until it answers again", 10.0, min=0.1, max=3600.0,
-                                  read_only=True)
     odom_rate_hz: float = param("odometry publish rate (sim time)", 50.0, min=1.0, max=100.0)
     clock_rate_hz: float = param("/clock publish rate (sim time)", 100.0, min=1.0, max=100.0)
     camera_rate_hz: float = param("front camera publish rate (sim time); 0 disables rendering", 10.0,
