@@ -71,7 +71,9 @@ def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_R
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m plan_stack.closed_loop.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--robot", default="aloha", choices=["aloha", "franka", "drive"])
+    from plan_stack.embodiments.registry import robot_names
+
+    ap.add_argument("--robot", default="aloha", choices=robot_names())
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--seed", type=int, default=100000, help="simulator seed (ALOHA held-out seeds: 100000-100039)")
     ap.add_argument("--rtf", type=float, default=0.25, help="simulator real-time factor (upper bound)")

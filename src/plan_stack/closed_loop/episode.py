@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from plan_stack.closed_loop.criterion import EpisodeSignals, done_early, judge
+from plan_stack.closed_loop.criterion import EpisodeSignals, criterion_of, done_early, judge
 from plan_stack.closed_loop.latency import LatencyLog
+from plan_stack.embodiments import registry
 from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["EpisodeOptions", "RobotSetup", "ROBOTS", "episode_config", "header_stamp_ns", "run_episode"]
@@ -56,11 +57,10 @@ class RobotSetup:
     bridge: str
 
 
+#: per robot, from its registry entry (`plan_stack.embodiments.registry`)
 ROBOTS: dict[str, RobotSetup] = {
-    # the scripted transfer-cube expert takes 8 s; the learned stack gets 50 % more
-    "aloha": RobotSetup("aloha_sim", "cam_high", 12.0, "aloha_bridge"),
-    "franka": RobotSetup("franka_sim", "external", 15.0, "franka_bridge"),
-    "drive": RobotSetup("drive_sim", "front", 61.0, "drive_bridge"),
+    name: RobotSetup(r.sim_executable, r.latency_camera, r.episode_time_limit_s, r.bridge_executable)
+    for name, r in registry.ROBOTS.items()
 }
 
 #: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
@@ -340,14 +340,15 @@ class _Monitor:
         n.create_subscription(JointTrajectory, "/trajectory", self._on_trajectory, RELIABLE_QOS)
         n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
         n.create_subscription(Log, "/rosout", self._on_log, RELIABLE_QOS)
-        if self.opts.robot == "aloha":
-            n.create_subscription(Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS)
-            n.create_subscription(JointTrajectory, "/left_arm_controller/joint_trajectory",
+        robot = registry.robot(self.opts.robot)
+        if robot.bridge_command_topic:
+            n.create_subscription(JointTrajectory, robot.bridge_command_topic,
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
-        elif self.opts.robot == "franka":
-            n.create_subscription(Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)
-        else:
-            n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
+        # the ground truth the robot's success criterion reads, by criterion kind
+        ground_truth = {"staged_reward": (Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS),
+                        "success_flag": (Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS),
+                        "safe_driving": (DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)}
+        n.create_subscription(*ground_truth[criterion_of(self.opts.robot).kind])
 
     def _count(self, key: str, k: int = 1) -> None:
         with self.lock:
@@ -389,7 +390,7 @@ class _Monitor:
                 self.first_violation = self.first_violation or f"trajectory: {why}"
 
     def _on_joint_states(self, msg) -> None:
-        if self.limits is None or self.opts.robot != "aloha":
+        if self.limits is None or not registry.robot(self.opts.robot).checks_joint_states:
             return
         lim = self.state_limits
         names = list(msg.name)
@@ -495,7 +496,7 @@ class _Monitor:
         with self.lock:
             counts = dict(self.counts)
             first_violation, first_rejection = self.first_violation, self.first_rejection
-            max_reward = self.sig.max_reward
+            sig = dataclasses.replace(self.sig)
         out: dict[str, Any] = dict(counts)
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
         out["bridge_accepted"] = counts["trajectories"] - counts["bridge_rejections"]
@@ -503,8 +504,7 @@ class _Monitor:
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
-        if self.opts.robot == "aloha":
-            out["max_reward"] = max_reward
+        out.update(criterion_of(self.opts.robot).row(sig))
         out.update(self.lat.summary())
         out["monitor_error"] = self.spin_error
         return out
@@ -531,15 +531,8 @@ class _Monitor:
 def _bridge_limits(robot: str, raw: dict, bridge: str):
     """The bridge's joint limits in stack units, with the config's bridge parameters (what /trajectory must
     respect); None for driving."""
-    if robot == "aloha":
-        from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig as Config
-        from plan_stack.embodiments.aloha.bridge import load_limits
-    elif robot == "franka":
-        from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig as Config
-        from plan_stack.embodiments.franka.bridge import load_limits
-    else:
+    entry = registry.robot(robot)
+    if entry.bridge_limits is None:
         return None
-    fields = {f.name for f in dataclasses.fields(Config)}
     params = raw["nodes"].get(bridge, {}).get("parameters", {})
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in fields}
-    return load_limits(Config(**kwargs))
+    return entry.joint_limits({k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})

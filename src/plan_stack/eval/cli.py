@@ -71,8 +71,10 @@ def robot_of(bag: str) -> str | None:
         ann = annotation_for(bag)
     except Exception:
         return None
-    fmt = (ann or {}).get("format", "")
-    return fmt.split(".")[1].split("_")[0] if fmt.startswith("plan_stack.") else None
+    from plan_stack.data.episodes import spec_of_format
+
+    spec = spec_of_format((ann or {}).get("format", ""))
+    return spec.robot if spec is not None else None
 
 
 def _domain_ids(n: int) -> list[int]:
@@ -153,7 +155,7 @@ def with_device(overrides: dict[str, dict[str, Any]], robot: str, device: str | 
 
 
 def run(args: argparse.Namespace) -> int:
-    from plan_stack.eval.metrics import ConditionError, check_conditions
+    from plan_stack.eval.replay_metrics import ConditionError, check_conditions
     from plan_stack.eval.report import aggregate, compare_reports, write_html, write_json
 
     if args.compare:

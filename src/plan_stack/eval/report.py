@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from plan_stack.eval import metrics as M
+from plan_stack.eval import replay_metrics as M
 from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["bag_report", "aggregate", "write_json", "write_html", "compare_reports", "SR_RADII_M",
@@ -208,7 +208,7 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
                     unchecked += 1
                     continue
                 idx = [list(m.joint_names).index(n) for n in names]
-                sub = M.Trajectory(t.stamp_s, t.times_s, t.positions[:, idx],
+                sub = M.TrajectorySamples(t.stamp_s, t.times_s, t.positions[:, idx],
                                    t.velocities[:, idx] if t.velocities.size else t.velocities,
                                    t.accelerations[:, idx] if t.accelerations.size else t.accelerations)
                 r = M.trajectory_limits(sub, lim["v_max"], lim["a_max"], lim.get("q_min"), lim.get("q_max"))
@@ -251,7 +251,7 @@ def _bridge_verdicts(diagnostics: list) -> dict[str, Any] | None:
     return {"refused": refused, "reasons": reasons} if seen else None
 
 
-def _trajectory(m) -> M.Trajectory:
+def _trajectory(m) -> M.TrajectorySamples:
     pts = m.points
     times = np.array([sec_nanosec_to_s(p.time_from_start.sec, p.time_from_start.nanosec) for p in pts])
 
@@ -259,7 +259,7 @@ def _trajectory(m) -> M.Trajectory:
         rows = [np.asarray(getattr(p, field), float) for p in pts]
         return np.stack(rows) if rows and all(len(r) == len(rows[0]) and len(r) for r in rows) else np.zeros((0, 0))
 
-    return M.Trajectory(_stamp(m), times, arr("positions"), arr("velocities"), arr("accelerations"))
+    return M.TrajectorySamples(_stamp(m), times, arr("positions"), arr("velocities"), arr("accelerations"))
 
 
 def _latency_values(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict[str, list[float]]:

@@ -169,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
 
-    from plan_stack.data import evaluate as EV
     from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
     from plan_stack.data.samples import fit_ranges, make_sample, response_tokens
+    from plan_stack.eval import plans as EV
     from plan_stack.paths import data_dirs
     from plan_stack.planning import drafter as D
     from plan_stack.planning import training as TR
@@ -305,8 +305,8 @@ def run(args: argparse.Namespace) -> int:
         load_planner_model(out)  # what was written must load
         log(f"wrote {out} ({time.monotonic() - t0:.0f} s)")
     if "heads" in stages:
-        if spec.robot == "drive":
-            log("heads: the driving stack has no action head; skipped")
+        if not spec.action_head:
+            log(f"heads: the {spec.robot} stack has no action head; skipped")
         else:
             code = train_heads(args, recipe, spec, PlannerModel(out, target, None, manifest), out, work, train_dir,
                                val_dir, data_id, log)

@@ -108,11 +108,14 @@ def _boxes(kf: dict) -> list[PrimitiveView]:
 
 def truth_plans(annotation: dict) -> list[PlanView]:
     """One ground-truth PlanView per annotated keyframe (stamp = keyframe time)."""
+    from plan_stack.data.episodes import spec_of_format
+
     cam = annotation["camera"]
     frame = cam.get("frame_id", "")
+    spec = spec_of_format(annotation["format"])
     plans = []
     for kf in annotation["keyframes"]:
-        if annotation["format"].startswith("plan_stack.drive"):
+        if spec is not None and spec.ground_path:
             pts = np.array([[x, y, 0.0] for x, y in kf["xy"]], dtype=float)
             prims = [PrimitiveView("drive_2d3d", "", DRIVE_EGO_FRAME, pts, np.array(_uv(kf["uv"])),
                                    float(annotation.get("horizon_s", 0.0)))]

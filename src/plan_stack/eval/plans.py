@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from plan_stack.data import metrics as M
 from plan_stack.data.episodes import Keyframe, RobotSpec
+from plan_stack.eval import plan_metrics as M
 
 __all__ = ["Prediction", "Scorer", "prediction_from_result", "blind_baseline", "blind_prediction", "evaluate",
            "format_table", "expected_subtask"]
