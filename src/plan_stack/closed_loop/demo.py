@@ -45,7 +45,11 @@ def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_R
     conns = bag_connections(bag)
     topics = sorted(t for t in conns if camera_of_topic(t))
     msgs = read_messages(bag, topics) if topics else {}
-    streams: dict[str, list] = {camera_of_topic(t): msgs.get(t, []) for t in topics if msgs.get(t)}
+    streams: dict[str, list] = {}
+    for topic in topics:
+        name = camera_of_topic(topic)
+        if name and msgs.get(topic):
+            streams[name] = msgs[topic]
     if not streams and "/observation" in conns:
         obs = read_messages(bag, ["/observation"]).get("/observation", [])
         for t, m in obs:

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -43,6 +43,9 @@ from plan_stack.closed_loop.criterion import EpisodeSignals, criterion_of, done_
 from plan_stack.closed_loop.latency import LatencyLog
 from plan_stack.embodiments import registry
 from plan_stack.stamps import sec_nanosec_to_s
+
+if TYPE_CHECKING:
+    from plan_stack.data.bags import SplitBagWriter
 
 __all__ = ["EpisodeOptions", "RobotSetup", "ROBOTS", "episode_config", "header_stamp_ns", "run_episode"]
 
@@ -299,12 +302,13 @@ class _Monitor:
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
         self.extra_nodes: list[Any] = []
-        self.recorder_writer = None
+        self.recorder_writer: SplitBagWriter | None = None  # while recording (`--bag`)
         self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
         self._subscribe()
         self.executor = MultiThreadedExecutor(num_threads=3, context=self.ctx)
         self.executor.add_node(self.node)
-        self._spinning, self.spin_error = True, None
+        self._spinning = True
+        self.spin_error: str | None = None
         self.thread = threading.Thread(target=self._spin, name="episode_monitor", daemon=True)
         self.thread.start()
 
@@ -465,8 +469,8 @@ class _Monitor:
         from plan_stack.eval.record import RecorderNode
         from plan_stack.viz.bag import plan_typestore
 
-        self.recorder_writer = SplitBagWriter(self.opts.bag, plan_typestore())
-        rec = RecorderNode(self.recorder_writer, None, context=self.ctx,
+        self.recorder_writer = writer = SplitBagWriter(self.opts.bag, plan_typestore())
+        rec = RecorderNode(writer, None, context=self.ctx,
                            parameter_overrides=[Parameter("use_sim_time", value=True)])
         self.extra_nodes.append(rec)
         self.executor.add_node(rec)
@@ -476,7 +480,7 @@ class _Monitor:
         from rcl_interfaces.srv import ListParameters
 
         pending = set(names)
-        clients = {n: self.node.create_client(ListParameters, f"/{n}/list_parameters") for n in names}
+        clients: dict[str, Any] = {n: self.node.create_client(ListParameters, f"/{n}/list_parameters") for n in names}
         calls: dict[str, Any] = {}
         deadline = time.monotonic() + timeout_s
         while pending and time.monotonic() < deadline and not dead():

@@ -162,11 +162,15 @@ def load_episode_keyframes(annotation_path: str, spec: RobotSpec, image_size: tu
             points = [np.asarray(k["arms"][a]["xyz"], dtype=float) for a in spec.arms]
             uv = [_nan_uv(k["arms"][a]["uv"]) for a in spec.arms]
             subtask = k["subtask"]
-        boxes = {b["object"]: tuple(float(v) for v in b["bbox"]) for b in k.get("boxes", [])
-                 if b.get("bbox") is not None}
+        boxes = {b["object"]: _bbox(b["bbox"]) for b in k.get("boxes", []) if b.get("bbox") is not None}
         out.append(Keyframe(os.path.splitext(os.path.basename(f))[0], int(ann["seed"]), i, t,
                             ann["instruction"], subtask, images, points, uv, boxes, size))
     return out
+
+
+def _bbox(values: Sequence[float]) -> tuple[float, float, float, float]:
+    u1, v1, u2, v2 = (float(v) for v in values)
+    return u1, v1, u2, v2
 
 
 def load_keyframes(path: str | os.PathLike, spec: RobotSpec, image_size: tuple[int, int],

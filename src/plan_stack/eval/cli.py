@@ -188,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.config import ConfigError
     from plan_stack.eval.replay import evaluated_nodes
 
-    for robot in {args.robot or robot_of(b) for b in args.bags} - {None}:
+    named: set[str | None] = {args.robot or robot_of(b) for b in args.bags}
+    for robot in sorted(r for r in named if r is not None):
         try:
             unknown = set(overrides) - evaluated_nodes(robot)
         except ConfigError as exc:
@@ -213,12 +214,13 @@ def run(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         print("plan-stack eval: two bags have the same folder name (outputs would collide)", file=sys.stderr)
         return 2
-    robots = {}
+    robots: dict[str, str] = {}
     for bag in args.bags:
-        robots[bag] = args.robot or robot_of(bag)
-        if not robots[bag]:
+        bag_robot = args.robot or robot_of(bag)
+        if not bag_robot:
             print(f"plan-stack eval: {bag}: no annotation to tell the robot; give --robot", file=sys.stderr)
             return 2
+        robots[bag] = bag_robot
     if args.single:
         if len(args.bags) != 1:
             print("plan-stack eval: --single takes exactly one bag", file=sys.stderr)

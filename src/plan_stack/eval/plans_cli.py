@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             model.drafter.to(placement.device)
         if model.drafter is None and any(d != "ar" for d in decoders):
             raise PlanningError(f"{path}: no drafter/, only the ar decoder is available")
-        keyframes = load_keyframes(args.demos, spec, model.image_size, limit=args.episodes, progress=True)
+        keyframes = load_keyframes(args.demos, spec, model.required_image_size(), limit=args.episodes, progress=True)
     except EngineError as exc:
         print(f"eval-plans: {exc}", file=sys.stderr)
         return 2

@@ -39,7 +39,9 @@ def _stamp(msg) -> float:
 
 def plan_accuracy(plans: Sequence[Any], truths: Sequence[Any]) -> tuple[dict[str, Any], list[str]]:
     """Plans (viz PlanView) against annotated keyframes (PlanView) paired by stamp."""
-    ade, fde, hits = [], [], {r: [] for r in SR_RADII_M}
+    ade: list[float] = []
+    fde: list[float] = []
+    hits: dict[float, list[float]] = {r: [] for r in SR_RADII_M}
     ade2, dfd, hd, iou_hits, subtask = [], [], [], {"tp": 0, "fp": 0, "fn": 0}, []
     paired = 0
     by_stamp = sorted(plans, key=lambda p: p.stamp_s)
@@ -131,7 +133,7 @@ def _limits(robot: str) -> tuple[list[str], dict[str, np.ndarray]] | None:
         names = [n for n in every if n not in set(p.get("discrete_joints", []))]
         if not names or "v_max" not in p or "a_max" not in p:
             return None
-        lim = {}
+        lim: dict[str, np.ndarray] = {}
         for key in ("v_max", "a_max", "q_min", "q_max"):
             if key in p and p[key] not in (None, []):
                 v = np.asarray(p[key], dtype=float)
@@ -238,7 +240,8 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
 
 def _bridge_verdicts(diagnostics: list) -> dict[str, Any] | None:
     """Refusals the dry-run bridge reported (ERROR statuses published at once with the reason)."""
-    seen, refused, reasons = False, 0, {}
+    seen, refused = False, 0
+    reasons: dict[str, int] = {}
     for _, arr in diagnostics:
         for st in arr.status:
             if "_bridge:" not in st.name:

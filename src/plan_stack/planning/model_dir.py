@@ -109,6 +109,13 @@ class PlannerModel:
         size = self.manifest["image_size"]
         return None if size is None else (int(size[0]), int(size[1]))
 
+    def required_image_size(self) -> tuple[int, int]:
+        """The images' (width, height); PlanningError for a model without one (it reads no images)."""
+        size = self.image_size
+        if size is None:
+            raise PlanningError(f"{self.path}: the manifest has no image_size (the model reads no images)")
+        return size
+
     @property
     def ranges(self) -> dict[str, dict[str, tuple[float, float]]]:
         """Coordinate ranges the model was trained with (`quantisation.RANGES` + manifest overrides)."""
