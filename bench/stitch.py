@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stitcher latency and quality on noisy synthetic chunks (issue 5, DESIGN §6).
+"""Stitcher latency and quality on noisy synthetic chunks.
 
 For each backend (mpc, ruckig), mode (tracking, settle, tracking+stitching)
 and DoF: median / p99 latency of one `Stitcher.process` call (validation,

@@ -148,7 +148,7 @@ def _run_processes(robot: str, specs: list[NodeSpec], respawn: bool = True,
                         _log(f"restarting node {child.name} (restart {child.restarts})")
                         child.start()
                     continue
-                code = child.proc.poll()
+                code = child.proc.poll() if child.proc is not None else None  # started above
                 if code is None:
                     continue
                 if code == CONFIG_ERROR_STATUS or not respawn:
@@ -162,17 +162,17 @@ def _run_processes(robot: str, specs: list[NodeSpec], respawn: bool = True,
                 _log(f"node {child.name} {_describe_exit(code)}; restarting it in {delay:.1f} s")
             time.sleep(0.1)
     finally:
-        running = [c for c in children if c.proc is not None and c.proc.poll() is None]
-        for child in running:
-            child.proc.send_signal(signal.SIGINT)
+        running = [(c.name, c.proc) for c in children if c.proc is not None and c.proc.poll() is None]
+        for _, proc in running:
+            proc.send_signal(signal.SIGINT)
         deadline = time.monotonic() + STOP_GRACE_S
-        for child in running:
+        for name, proc in running:
             try:
-                child.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _log(f"node {child.name} did not stop in {STOP_GRACE_S} s; killing it")
-                child.proc.kill()
-                child.proc.wait()
+                _log(f"node {name} did not stop in {STOP_GRACE_S} s; killing it")
+                proc.kill()
+                proc.wait()
         for s, handler in old.items():
             signal.signal(s, handler)
     return status

@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "params": ("plan_stack.params_cli", "write standard ROS 2 parameter files (one per node) from a robot config"),
     "train": ("plan_stack.planning.training_cli",
               "rebuild a robot's planner models (target, drafter, action heads) from recordings (resumable)"),
-    "eval-plans": ("plan_stack.data.eval_cli", "plan accuracy of a model directory on recorded episodes, per decoder"),
+    "eval-plans": ("plan_stack.eval.plans_cli", "plan accuracy of a model directory on recorded episodes, per decoder"),
     "run-episodes": ("plan_stack.closed_loop.cli",
                      "closed-loop episodes of the stack through the full ROS graph, one per seed (success, latency)"),
 }

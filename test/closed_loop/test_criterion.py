@@ -33,3 +33,13 @@ def test_drive_needs_the_whole_duration_without_a_fault():
 def test_unknown_robot_is_refused():
     with pytest.raises(ValueError, match="robot"):
         judge("ur5", EpisodeSignals())
+
+
+def test_each_robot_gets_its_registry_criterion_and_its_row_fields():
+    from plan_stack.closed_loop.criterion import SafeDriving, StagedReward, SuccessFlag, criterion_of
+
+    assert isinstance(criterion_of("aloha"), StagedReward) and isinstance(criterion_of("franka"), SuccessFlag)
+    assert isinstance(criterion_of("drive"), SafeDriving)
+    assert criterion_of("aloha").row(EpisodeSignals(max_reward=3)) == {"max_reward": 3}
+    assert criterion_of("franka").row(EpisodeSignals(success_flag=True)) == {}
+    assert criterion_of("drive").row(EpisodeSignals(safety_faults=2)) == {}

@@ -79,3 +79,18 @@ def test_every_expert_has_the_same_entry_point(name):
 def test_a_demonstration_through_the_registry():
     demo = robot("franka").demonstrate("pick_place", 3)
     assert demo.robot == "franka" and demo.seed == 3 and demo.success and demo.episode.trajectory.joint_names
+
+
+@pytest.mark.parametrize("name", sorted(ROBOTS))
+def test_every_robot_has_its_episode_and_data_entries(name):
+    """The closed loop and the planner's datasets find each robot through its entries, not a robot name."""
+    from plan_stack.closed_loop.criterion import CRITERIA, criterion_of
+    from plan_stack.data.episodes import ROBOTS as SPECS
+    from plan_stack.data.episodes import spec_of_format
+
+    r = robot(name)
+    assert r.success_criterion in CRITERIA and criterion_of(name).kind == r.success_criterion
+    assert r.episode_time_limit_s > 0
+    spec = SPECS[name]
+    assert spec.robot == name and spec_of_format(spec.format) is spec
+    assert r.latency_camera == spec.cameras[0]  # the latency clock starts at the annotated camera

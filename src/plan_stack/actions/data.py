@@ -53,9 +53,14 @@ class Episode:
         object.__setattr__(self, "cond", c)
         object.__setattr__(self, "cond_index", idx)
 
+    def cond_slot(self, k: int) -> int:
+        """Index into `cond`'s first axis of the token sequence in force at step k."""
+        idx = self.cond_index  # an array once constructed (`__post_init__`)
+        return 0 if idx is None else int(idx[k])
+
     def cond_at(self, k: int) -> np.ndarray:
         """Token sequence [K, W] in force at step k."""
-        return self.cond[self.cond_index[k]]
+        return self.cond[self.cond_slot(k)]
 
 
 class ChunkWindows:
@@ -82,7 +87,7 @@ class ChunkWindows:
         for i, e in enumerate(episodes):
             self._cond[offsets[i]:offsets[i + 1], : e.cond.shape[1]] = e.cond
             self._mask[offsets[i]:offsets[i + 1], : e.cond.shape[1]] = True
-        self.index = np.array([(i, k, offsets[i] + e.cond_index[k]) for i, e in enumerate(episodes)
+        self.index = np.array([(i, k, offsets[i] + e.cond_slot(k)) for i, e in enumerate(episodes)
                                for k in range(e.actions.shape[0])])
         self._padded = [np.concatenate([e.actions, np.repeat(e.actions[-1:], horizon - 1, axis=0)])
                         for e in episodes]

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -156,7 +156,7 @@ class FlowHead(nn.Module):
     def encode(self, state: torch.Tensor, cond: torch.Tensor, cond_mask: torch.Tensor | None = None) -> Context:
         """state [B, S], cond [B, K, W] (normalised), cond_mask [B, K] (True = valid) -> Context."""
         memory = self.cond_in(cond)
-        kv = [blk.cross_kv(memory) for blk in self.blocks]
+        kv = [cast(_Block, blk).cross_kv(memory) for blk in self.blocks]
         mask = None if cond_mask is None else cond_mask[:, None, None, :]
         return Context(self.state_in(state)[:, None, :], kv, mask)
 

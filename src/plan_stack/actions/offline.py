@@ -86,7 +86,7 @@ def rollout(policy: Sampler, episode: Episode, horizon: int, delay_steps: int, e
             new = res.positions
             inf_ms.append(res.inference_ms)
             start = k if prev is None else k + d  # the chunk takes over once it has been computed
-            if prev is not None and start < t_len:
+            if aligned is not None and start < t_len:  # aligned: there was a previous chunk
                 seams.append(start)
                 seam_pos.append(float(np.linalg.norm(new[d] - aligned.actions[d])))
             stop = min(k + h, t_len)

@@ -123,7 +123,7 @@ class ChunkPolicy:
             fn = self._velocity_fn(ctx)
             x = integrate(fn, noise.to(dev, dt), self.num_steps, guide)
             out = norm.denorm("action", x)[0].double().cpu().numpy()
-        if isinstance(guide, PrefixConditioning) and prefix_len:
+        if isinstance(guide, PrefixConditioning) and prefix_len and request is not None and request.prefix is not None:
             # exact in robot units too (normalise/denormalise round-off must not move the locked prefix)
             out[:prefix_len] = request.prefix[:prefix_len]
         return ChunkResult(out, prefix_len, (time.perf_counter() - t0) * 1e3)

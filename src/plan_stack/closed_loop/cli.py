@@ -83,7 +83,9 @@ def _set(text: str) -> tuple[str, str, object]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robot", required=True, choices=["aloha", "franka", "drive"])
+    from plan_stack.embodiments.registry import robot_names
+
+    parser.add_argument("--robot", required=True, choices=robot_names())
     parser.add_argument("--seeds", required=True, type=parse_seeds, help="A-B (inclusive) or a comma list")
     parser.add_argument("--json", metavar="PATH", help="write {episodes: [...], summary: {...}} here")
     parser.add_argument("--decoder", choices=["ar", "dflash", "vflash"], help="planner decoder (default: config's)")

@@ -1,14 +1,16 @@
-"""Episode success, per robot (no ROS imports).
+"""Episode success (no ROS imports): the criteria, and which robot uses which.
 
-The criteria read only privileged ground truth the simulators publish, never
+Each robot's registry entry (`plan_stack.embodiments.registry`) names its
+criterion kind in `success_criterion`; the kinds are in `CRITERIA`. The
+criteria read only privileged ground truth the simulators publish, never
 the stack's own outputs:
 
-* ALOHA (`transfer_cube`, `insertion`): the staged task reward reaches its
-  maximum, 4 (ACT's criterion: the cube held by the left gripper off the
+* `staged_reward` (ALOHA, `transfer_cube` and `insertion`): the staged task
+  reward reaches its maximum, 4 (ACT's criterion: the cube held by the left gripper off the
   table; the peg touching the pin), at any time of the episode.
-* Franka pick-and-place: the simulator's `success` flag (cube released inside
+* `success_flag` (Franka pick-and-place): the simulator's `success` flag (cube released inside
   the target) is seen true at any time.
-* Driving: the episode lasted at least `drive_required_s` of sim time and the
+* `safe_driving` (driving): the episode lasted at least `required_s` (60 s) of sim time and the
   simulator's safety check (collision or road departure) never fired.
 
 Zero limit violations is a separate gate of every run, not part of success.
@@ -16,12 +18,15 @@ Zero limit violations is a separate gate of every run, not part of success.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-__all__ = ["ALOHA_MAX_REWARD", "DRIVE_REQUIRED_S", "EpisodeSignals", "Verdict", "judge", "done_early"]
+from plan_stack.embodiments.registry import robot as robot_entry
+
+__all__ = ["ALOHA_MAX_REWARD", "DRIVE_REQUIRED_S", "CRITERIA", "Criterion", "StagedReward", "SuccessFlag",
+           "SafeDriving", "EpisodeSignals", "Verdict", "criterion_of", "judge", "done_early"]
 
 ALOHA_MAX_REWARD = 4
 DRIVE_REQUIRED_S = 60.0
-ROBOTS = ("aloha", "franka", "drive")
 
 
 @dataclasses.dataclass
@@ -29,9 +34,9 @@ class EpisodeSignals:
     """What the episode monitor saw of the ground truth."""
 
     sim_time_s: float = 0.0
-    max_reward: int | None = None  # ALOHA: highest staged reward seen (None: none received)
-    success_flag: bool | None = None  # Franka: any `success` true (None: none received)
-    safety_faults: int = 0  # driving: collision / road-departure reports
+    max_reward: int | None = None  # staged reward: highest seen (None: none received)
+    success_flag: bool | None = None  # success flag: any `success` true (None: none received)
+    safety_faults: int = 0  # safe driving: collision / road-departure reports
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,30 +45,98 @@ class Verdict:
     reason: str
 
 
-def judge(robot: str, s: EpisodeSignals, drive_required_s: float = DRIVE_REQUIRED_S) -> Verdict:
-    """Success or failure of one episode, with the reason in words."""
-    if robot == "aloha":
+class Criterion:
+    """One kind of success criterion: the verdict, whether the outcome is settled, extra row fields."""
+
+    kind = ""
+
+    def judge(self, s: EpisodeSignals) -> Verdict:
+        raise NotImplementedError
+
+    def done_early(self, s: EpisodeSignals) -> bool:
+        """The outcome cannot change any more: the episode may stop."""
+        raise NotImplementedError
+
+    def row(self, s: EpisodeSignals) -> dict[str, Any]:
+        """Fields of the episode's JSON row that only this criterion has."""
+        return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedReward(Criterion):
+    """The staged task reward reaches `max_reward` at any time (`/ground_truth/reward`)."""
+
+    max_reward: int = ALOHA_MAX_REWARD
+    kind = "staged_reward"
+
+    def judge(self, s: EpisodeSignals) -> Verdict:
         if s.max_reward is None:
             return Verdict(False, "no ground-truth reward received")
-        ok = s.max_reward >= ALOHA_MAX_REWARD
-        return Verdict(ok, f"max reward {s.max_reward}/{ALOHA_MAX_REWARD}")
-    if robot == "franka":
+        return Verdict(s.max_reward >= self.max_reward, f"max reward {s.max_reward}/{self.max_reward}")
+
+    def done_early(self, s: EpisodeSignals) -> bool:
+        return s.max_reward is not None and s.max_reward >= self.max_reward
+
+    def row(self, s: EpisodeSignals) -> dict[str, Any]:
+        return {"max_reward": s.max_reward}
+
+
+@dataclasses.dataclass(frozen=True)
+class SuccessFlag(Criterion):
+    """The simulator's `success` flag is seen true at any time (`/ground_truth/success`)."""
+
+    kind = "success_flag"
+
+    def judge(self, s: EpisodeSignals) -> Verdict:
         if s.success_flag is None:
             return Verdict(False, "no ground-truth success flag received")
         return Verdict(bool(s.success_flag), "cube placed in the target" if s.success_flag else "cube not placed")
-    if robot == "drive":
+
+    def done_early(self, s: EpisodeSignals) -> bool:
+        return bool(s.success_flag)
+
+
+@dataclasses.dataclass(frozen=True)
+class SafeDriving(Criterion):
+    """At least `required_s` of sim time without a safety fault (ERROR `<sim>: safety` diagnostics)."""
+
+    required_s: float = DRIVE_REQUIRED_S
+    kind = "safe_driving"
+
+    def judge(self, s: EpisodeSignals) -> Verdict:
         if s.safety_faults:
             return Verdict(False, f"{s.safety_faults} collision / road-departure report(s)")
-        if s.sim_time_s < drive_required_s:
-            return Verdict(False, f"drove {s.sim_time_s:.1f} s of the required {drive_required_s:.0f} s")
+        if s.sim_time_s < self.required_s:
+            return Verdict(False, f"drove {s.sim_time_s:.1f} s of the required {self.required_s:.0f} s")
         return Verdict(True, f"{s.sim_time_s:.1f} s without collision or road departure")
-    raise ValueError(f"robot: {robot!r} is not one of {ROBOTS}")
+
+    def done_early(self, s: EpisodeSignals) -> bool:
+        return s.safety_faults > 0
+
+
+#: criterion kind -> criterion (a robot's registry entry names its kind)
+CRITERIA: dict[str, Criterion] = {c.kind: c for c in (StagedReward(), SuccessFlag(), SafeDriving())}
+
+
+def criterion_of(robot: str) -> Criterion:
+    """The success criterion of `robot` (ConfigError, a ValueError, for an unknown robot or kind)."""
+    from plan_stack.config import ConfigError
+
+    kind = robot_entry(robot).success_criterion
+    if kind not in CRITERIA:
+        raise ConfigError(f"robot: {robot}'s success_criterion {kind!r} is not one of {sorted(CRITERIA)}")
+    return CRITERIA[kind]
+
+
+def judge(robot: str, s: EpisodeSignals, drive_required_s: float | None = None) -> Verdict:
+    """Success or failure of one episode, with the reason in words (`drive_required_s` overrides the
+    duration a safe-driving criterion asks for)."""
+    crit = criterion_of(robot)
+    if drive_required_s is not None and isinstance(crit, SafeDriving):
+        crit = dataclasses.replace(crit, required_s=drive_required_s)
+    return crit.judge(s)
 
 
 def done_early(robot: str, s: EpisodeSignals) -> bool:
     """The outcome cannot change any more: stop the episode (solved arm task, or a driving fault)."""
-    if robot == "aloha":
-        return s.max_reward is not None and s.max_reward >= ALOHA_MAX_REWARD
-    if robot == "franka":
-        return bool(s.success_flag)
-    return s.safety_faults > 0
+    return criterion_of(robot).done_early(s)

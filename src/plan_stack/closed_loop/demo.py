@@ -45,7 +45,11 @@ def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_R
     conns = bag_connections(bag)
     topics = sorted(t for t in conns if camera_of_topic(t))
     msgs = read_messages(bag, topics) if topics else {}
-    streams: dict[str, list] = {camera_of_topic(t): msgs.get(t, []) for t in topics if msgs.get(t)}
+    streams: dict[str, list] = {}
+    for topic in topics:
+        name = camera_of_topic(topic)
+        if name and msgs.get(topic):
+            streams[name] = msgs[topic]
     if not streams and "/observation" in conns:
         obs = read_messages(bag, ["/observation"]).get("/observation", [])
         for t, m in obs:
@@ -71,7 +75,9 @@ def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_R
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m plan_stack.closed_loop.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--robot", default="aloha", choices=["aloha", "franka", "drive"])
+    from plan_stack.embodiments.registry import robot_names
+
+    ap.add_argument("--robot", default="aloha", choices=robot_names())
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--seed", type=int, default=100000, help="simulator seed (ALOHA held-out seeds: 100000-100039)")
     ap.add_argument("--rtf", type=float, default=0.25, help="simulator real-time factor (upper bound)")

@@ -34,14 +34,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
-from plan_stack.closed_loop.criterion import EpisodeSignals, done_early, judge
+from plan_stack.closed_loop.criterion import EpisodeSignals, criterion_of, done_early, judge
 from plan_stack.closed_loop.latency import LatencyLog
+from plan_stack.embodiments import registry
 from plan_stack.stamps import sec_nanosec_to_s
+
+if TYPE_CHECKING:
+    from plan_stack.data.bags import SplitBagWriter
 
 __all__ = ["EpisodeOptions", "RobotSetup", "ROBOTS", "episode_config", "header_stamp_ns", "run_episode"]
 
@@ -56,11 +60,10 @@ class RobotSetup:
     bridge: str
 
 
+#: per robot, from its registry entry (`plan_stack.embodiments.registry`)
 ROBOTS: dict[str, RobotSetup] = {
-    # the scripted transfer-cube expert takes 8 s; the learned stack gets 50 % more
-    "aloha": RobotSetup("aloha_sim", "cam_high", 12.0, "aloha_bridge"),
-    "franka": RobotSetup("franka_sim", "external", 15.0, "franka_bridge"),
-    "drive": RobotSetup("drive_sim", "front", 61.0, "drive_bridge"),
+    name: RobotSetup(r.sim_executable, r.latency_camera, r.episode_time_limit_s, r.bridge_executable)
+    for name, r in registry.ROBOTS.items()
 }
 
 #: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
@@ -299,12 +302,13 @@ class _Monitor:
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
         self.extra_nodes: list[Any] = []
-        self.recorder_writer = None
+        self.recorder_writer: SplitBagWriter | None = None  # while recording (`--bag`)
         self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
         self._subscribe()
         self.executor = MultiThreadedExecutor(num_threads=3, context=self.ctx)
         self.executor.add_node(self.node)
-        self._spinning, self.spin_error = True, None
+        self._spinning = True
+        self.spin_error: str | None = None
         self.thread = threading.Thread(target=self._spin, name="episode_monitor", daemon=True)
         self.thread.start()
 
@@ -340,14 +344,15 @@ class _Monitor:
         n.create_subscription(JointTrajectory, "/trajectory", self._on_trajectory, RELIABLE_QOS)
         n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
         n.create_subscription(Log, "/rosout", self._on_log, RELIABLE_QOS)
-        if self.opts.robot == "aloha":
-            n.create_subscription(Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS)
-            n.create_subscription(JointTrajectory, "/left_arm_controller/joint_trajectory",
+        robot = registry.robot(self.opts.robot)
+        if robot.bridge_command_topic:
+            n.create_subscription(JointTrajectory, robot.bridge_command_topic,
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
-        elif self.opts.robot == "franka":
-            n.create_subscription(Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)
-        else:
-            n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
+        # the ground truth the robot's success criterion reads, by criterion kind
+        ground_truth = {"staged_reward": (Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS),
+                        "success_flag": (Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS),
+                        "safe_driving": (DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)}
+        n.create_subscription(*ground_truth[criterion_of(self.opts.robot).kind])
 
     def _count(self, key: str, k: int = 1) -> None:
         with self.lock:
@@ -389,7 +394,7 @@ class _Monitor:
                 self.first_violation = self.first_violation or f"trajectory: {why}"
 
     def _on_joint_states(self, msg) -> None:
-        if self.limits is None or self.opts.robot != "aloha":
+        if self.limits is None or not registry.robot(self.opts.robot).checks_joint_states:
             return
         lim = self.state_limits
         names = list(msg.name)
@@ -464,8 +469,8 @@ class _Monitor:
         from plan_stack.eval.record import RecorderNode
         from plan_stack.viz.bag import plan_typestore
 
-        self.recorder_writer = SplitBagWriter(self.opts.bag, plan_typestore())
-        rec = RecorderNode(self.recorder_writer, None, context=self.ctx,
+        self.recorder_writer = writer = SplitBagWriter(self.opts.bag, plan_typestore())
+        rec = RecorderNode(writer, None, context=self.ctx,
                            parameter_overrides=[Parameter("use_sim_time", value=True)])
         self.extra_nodes.append(rec)
         self.executor.add_node(rec)
@@ -475,7 +480,7 @@ class _Monitor:
         from rcl_interfaces.srv import ListParameters
 
         pending = set(names)
-        clients = {n: self.node.create_client(ListParameters, f"/{n}/list_parameters") for n in names}
+        clients: dict[str, Any] = {n: self.node.create_client(ListParameters, f"/{n}/list_parameters") for n in names}
         calls: dict[str, Any] = {}
         deadline = time.monotonic() + timeout_s
         while pending and time.monotonic() < deadline and not dead():
@@ -495,7 +500,7 @@ class _Monitor:
         with self.lock:
             counts = dict(self.counts)
             first_violation, first_rejection = self.first_violation, self.first_rejection
-            max_reward = self.sig.max_reward
+            sig = dataclasses.replace(self.sig)
         out: dict[str, Any] = dict(counts)
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
         out["bridge_accepted"] = counts["trajectories"] - counts["bridge_rejections"]
@@ -503,8 +508,7 @@ class _Monitor:
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
-        if self.opts.robot == "aloha":
-            out["max_reward"] = max_reward
+        out.update(criterion_of(self.opts.robot).row(sig))
         out.update(self.lat.summary())
         out["monitor_error"] = self.spin_error
         return out
@@ -531,15 +535,8 @@ class _Monitor:
 def _bridge_limits(robot: str, raw: dict, bridge: str):
     """The bridge's joint limits in stack units, with the config's bridge parameters (what /trajectory must
     respect); None for driving."""
-    if robot == "aloha":
-        from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig as Config
-        from plan_stack.embodiments.aloha.bridge import load_limits
-    elif robot == "franka":
-        from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig as Config
-        from plan_stack.embodiments.franka.bridge import load_limits
-    else:
+    entry = registry.robot(robot)
+    if entry.bridge_limits is None:
         return None
-    fields = {f.name for f in dataclasses.fields(Config)}
     params = raw["nodes"].get(bridge, {}).get("parameters", {})
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in fields}
-    return load_limits(Config(**kwargs))
+    return entry.joint_limits({k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})

@@ -71,7 +71,7 @@ class GroundTruthPlanner(Node):
         self.model = load_planner_model(find_data("models", planner.get("model_dir", robot)))
         self.spec = ROBOTS[robot]
         self.replan_period_s = float(planner.get("replan_period_s", 0.5))
-        self.keyframes = expert_keyframes(robot, task, seed, self.model.image_size)
+        self.keyframes = expert_keyframes(robot, task, seed, self.model.required_image_size())
         if not self.keyframes:
             raise RuntimeError(f"--gt-plans: the expert episode of seed {seed} has no keyframes")
         self.times = np.array([kf.t_s for kf in self.keyframes])

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["RobotSpec", "ROBOTS", "Keyframe", "annotation_files", "load_keyframes", "load_episode_keyframes",
-           "data_fingerprint", "episode_seed"]
+__all__ = ["RobotSpec", "ROBOTS", "spec_of_format", "Keyframe", "annotation_files", "load_keyframes",
+           "load_episode_keyframes", "data_fingerprint", "episode_seed"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +34,13 @@ class RobotSpec:
     arms: tuple[str, ...]  # annotation arm keys in block order ("" for driving)
     box_objects: tuple[str, ...] = ()  # objects whose box precedes the trajectory in the response
     frame_id: str = ""
+    #: the plan is one ground path in the ego frame (annotation keys `xy` / `uv` per keyframe, z = 0),
+    #: not per-arm waypoints (`arms.<arm>.xyz` / `.uv`)
+    ground_path: bool = False
+    #: sub-task of a keyframe when the annotation names none (ground paths: one per episode, optional)
+    default_subtask: str = ""
+    #: the robot's stack runs an action head (chunker) on the planner's plan features
+    action_head: bool = True
 
 
 ROBOTS: dict[str, RobotSpec] = {
@@ -43,8 +50,13 @@ ROBOTS: dict[str, RobotSpec] = {
     "franka": RobotSpec("franka", "plan_stack.franka_annotation/1", ("external",), "robot_2d3d", ("single",),
                         box_objects=("cube",), frame_id="external_camera_optical_frame"),
     "drive": RobotSpec("drive", "plan_stack.drive_annotation/1", ("front",), "drive_2d3d", ("",),
-                       frame_id="base_link"),
+                       frame_id="base_link", ground_path=True, default_subtask="follow the road", action_head=False),
 }
+
+
+def spec_of_format(annotation_format: str) -> RobotSpec | None:
+    """The robot whose recorder writes annotations of this format tag (None: no robot does)."""
+    return next((spec for spec in ROBOTS.values() if spec.format == annotation_format), None)
 
 
 @dataclasses.dataclass
@@ -141,20 +153,24 @@ def load_episode_keyframes(annotation_path: str, spec: RobotSpec, image_size: tu
         for times, frames in streams:
             j = max(int(np.searchsorted(times, t + 1e-6, side="right")) - 1, 0)
             images.append(fit(frames[j], image_size[0], image_size[1], "crop"))
-        if spec.robot == "drive":
+        if spec.ground_path:
             xy = np.asarray(k["xy"], dtype=float)
             points = [np.concatenate([xy, np.zeros((len(xy), 1))], 1)]
             uv = [_nan_uv(k["uv"])]
-            subtask = ann.get("subtask", "follow the road")
+            subtask = ann.get("subtask", spec.default_subtask)
         else:
             points = [np.asarray(k["arms"][a]["xyz"], dtype=float) for a in spec.arms]
             uv = [_nan_uv(k["arms"][a]["uv"]) for a in spec.arms]
             subtask = k["subtask"]
-        boxes = {b["object"]: tuple(float(v) for v in b["bbox"]) for b in k.get("boxes", [])
-                 if b.get("bbox") is not None}
+        boxes = {b["object"]: _bbox(b["bbox"]) for b in k.get("boxes", []) if b.get("bbox") is not None}
         out.append(Keyframe(os.path.splitext(os.path.basename(f))[0], int(ann["seed"]), i, t,
                             ann["instruction"], subtask, images, points, uv, boxes, size))
     return out
+
+
+def _bbox(values: Sequence[float]) -> tuple[float, float, float, float]:
+    u1, v1, u2, v2 = (float(v) for v in values)
+    return u1, v1, u2, v2
 
 
 def load_keyframes(path: str | os.PathLike, spec: RobotSpec, image_size: tuple[int, int],

@@ -188,13 +188,13 @@ class ArmBridge:
         if not verdict.ok:
             return Acceptance(verdict)
         command = dataclasses.replace(traj.reordered(self.names), stamp_s=traj.start_s(now_s))
-        self._send(command, now_s)
+        self._send(self.follower, command, now_s)
         return Acceptance(verdict, self.seq, command.stamp_s + float(command.times_s[-1]), command)
 
-    def _send(self, traj: Trajectory, now_s: float) -> Trajectory:
+    def _send(self, follower: TrajectoryFollower, traj: Trajectory, now_s: float) -> Trajectory:
         if traj.stamp_s == 0.0:
             traj = dataclasses.replace(traj, stamp_s=now_s)
-        self.follower.set_trajectory(traj, now_s)
+        follower.set_trajectory(traj, now_s)
         self.seq += 1
         self.hold_sent = False
         self._idle_since_s = None
@@ -211,7 +211,7 @@ class ArmBridge:
         else:
             t0, ref = now_s, self.follower.sample(now_s)
         stop = stop_trajectory(ref, self.limits, self.settings.stop_deceleration_scale)
-        return self._send(dataclasses.replace(stop, stamp_s=t0), now_s)
+        return self._send(self.follower, dataclasses.replace(stop, stamp_s=t0), now_s)
 
     def watchdog(self, now_s: float) -> WatchdogDecision:
         """The watchdog's state; once per idle lapse past `watchdog_timeout_s`, a hold command."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -63,7 +64,9 @@ class ArmBridgeNode(Node):
 
     def __init__(self, node_name: str, config_type: type, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
-        self.cfg = cfg = declare_config(self, config_type)
+        # the robot's bridge config: its type is the subclass's
+        self.cfg: Any = declare_config(self, config_type)
+        cfg: Any = self.cfg
         self._lock = threading.Lock()
         self._group = ReentrantCallbackGroup()
         names, limits = self._configure(cfg)
@@ -191,9 +194,10 @@ class ArmBridgeNode(Node):
         if decision.state is WatchdogState.IDLE:
             return
         if decision.state is WatchdogState.HOLDING:
+            held = decision.held_positions if decision.held_positions is not None else np.zeros(0)
             self.diagnostics.report("watchdog", WARN, decision.state.value,
                                     now=decision.command is not None, idle_s=f"{decision.idle_s:.3f}",
-                                    held_positions=np.round(decision.held_positions, 4).tolist())
+                                    held_positions=np.round(held, 4).tolist())
         else:
             self.diagnostics.report("watchdog", _WATCHDOG_LEVEL[decision.state], decision.state.value)
 

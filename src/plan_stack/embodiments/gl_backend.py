@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 __all__ = ["OFFSCREEN_BACKENDS", "GlBackendError", "backend_works", "choose_backend"]
 
@@ -70,7 +71,7 @@ def choose_backend(environ: dict | None = None) -> str:
 
 def _use_in_loaded_mujoco(backend: str) -> None:
     """If mujoco was imported before the choice (it fixed GLFW then), point its renderer at `backend`."""
-    gl_context = sys.modules.get("mujoco.rendering.classic.gl_context")
+    gl_context: Any = sys.modules.get("mujoco.rendering.classic.gl_context")  # a module patched in place
     if gl_context is None:
         return
     import importlib

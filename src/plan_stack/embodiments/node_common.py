@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import rclpy
@@ -23,7 +24,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.gl_backend import choose_backend
 from plan_stack.embodiments.pacing import StackPacer
-from plan_stack.ros.diagnostics import ERROR, OK, WARN
+from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.lifecycle import fail
 from plan_stack.ros.params import declare_config
@@ -122,6 +123,8 @@ class SimNode(Node):
 
     #: Falling this far (wall s) behind the pace re-anchors it instead of catching up in a burst.
     _MAX_LAG_S = 0.5
+    sim: Any  # the robot's simulator (has `time_s`), set by the subclass
+    diagnostics: Diagnostics  # set by the subclass
     #: Parameters a running simulator applies when set (`ros2 param set`); every other one is read-only.
     RUNTIME_PARAMETERS = ("real_time_factor",)
 
@@ -232,7 +235,7 @@ class SimNode(Node):
 POSITION_SLACK = 1e-6
 
 
-def follow_trajectory_msg(node: Node, key: str, follower: TrajectoryFollower, msg: JointTrajectory,
+def follow_trajectory_msg(node: SimNode, key: str, follower: TrajectoryFollower, msg: JointTrajectory,
                           lock: threading.Lock, now_s: Callable[[], float],
                           max_start_delay: float = float("inf"),
                           position_range: tuple[np.ndarray, np.ndarray] | None = None) -> None:

@@ -66,6 +66,17 @@ class Robot:
     recorder_only_options: tuple[str, ...] = ()
     #: what a successful demonstration means, for the summary line of `record-demos`
     success_means: str = "solved"
+    # --- closed-loop episodes (`plan-stack run-episodes`) ---
+    #: success criterion of an episode: a kind in `plan_stack.closed_loop.criterion.CRITERIA`
+    success_criterion: str = "success_flag"
+    #: default sim-time budget of an episode (s)
+    episode_time_limit_s: float = 15.0
+    #: camera whose images start the latency clock of an episode
+    latency_camera: str = ""
+    #: controller command topic whose messages the episode monitor counts as bridge commands (None: none)
+    bridge_command_topic: str | None = None
+    #: the episode monitor checks the measured arm joint states against the bridge's URDF limits
+    checks_joint_states: bool = False
 
     @property
     def package(self) -> str:
@@ -103,15 +114,20 @@ ROBOTS: dict[str, Robot] = {r.name: r for r in (
     Robot("aloha", ("transfer_cube", "insertion"), sim="sim:AlohaSim", expert="expert:demonstrate",
           record_options="recording:RecordOptions", bridge_config="bridge:AlohaBridgeConfig",
           bridge_limits="bridge:load_limits", bridge_executable="aloha_bridge", sim_executable="aloha_sim",
-          reports_reward=True),
+          reports_reward=True,
+          # the scripted transfer-cube expert takes 8 s; the learned stack gets 50 % more
+          success_criterion="staged_reward", episode_time_limit_s=12.0, latency_camera="cam_high",
+          bridge_command_topic="/left_arm_controller/joint_trajectory", checks_joint_states=True),
     Robot("franka", ("pick_place",), sim="sim:FrankaSim", expert="expert:demonstrate",
           record_options="recording:RecordOptions", bridge_config="bridge:FrankaBridgeConfig",
-          bridge_limits="bridge:load_limits", bridge_executable="franka_bridge", sim_executable="franka_sim"),
+          bridge_limits="bridge:load_limits", bridge_executable="franka_bridge", sim_executable="franka_sim",
+          success_criterion="success_flag", episode_time_limit_s=15.0, latency_camera="external"),
     Robot("drive", ("drive",), sim="sim:DriveSim", expert="expert:demonstrate",
           record_options="recording:DriveRecordOptions", bridge_config="bridge:DriveBridgeConfig",
           bridge_limits=None, bridge_executable="drive_bridge", sim_executable="drive_sim",
           recorder_only_options=("duration", "horizon"),
-          success_means="without collision or road departure"),
+          success_means="without collision or road departure",
+          success_criterion="safe_driving", episode_time_limit_s=61.0, latency_camera="front"),
 )}
 
 

@@ -94,7 +94,7 @@ def limits_from_urdf(path: str) -> dict[str, tuple[float, float, float]]:
         raise LimitsError(f"urdf: cannot read {path}: {exc}") from None
     out: dict[str, tuple[float, float, float]] = {}
     for joint in root.iter("joint"):
-        kind, name = joint.get("type"), joint.get("name")
+        kind, name = joint.get("type"), joint.get("name") or ""
         if kind in ("fixed", "floating", "planar"):
             continue
         lim = joint.find("limit")
@@ -195,7 +195,7 @@ def check_trajectory(
     except TrajectoryError as exc:
         return Verdict(False, INVALID_GOAL, str(exc))
     q_s, v_s, a_s = spline.dense(samples_per_segment)
-    checks = [("position", q_s, None), ("velocity", np.abs(v_s), limits.v_max)]
+    checks: list[tuple[str, np.ndarray, np.ndarray]] = [("velocity", np.abs(v_s), limits.v_max)]
     if spline.mode != "linear":
         checks.append(("acceleration", np.abs(a_s), limits.a_max))
     bad_q = np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))
@@ -206,7 +206,7 @@ def check_trajectory(
     if limits.has_jerk_limits and spline.mode != "linear":
         # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
         checks.append(("jerk", np.abs(spline.dense_jerk(samples_per_segment)), limits.j_max))
-    for label, arr, lim in checks[1:]:
+    for label, arr, lim in checks:
         over = arr > lim * (1 + tolerance)
         if np.any(over):
             j = int(np.argwhere(over)[0][1])

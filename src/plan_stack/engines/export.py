@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from plan_stack.engines.device import EngineError
+from plan_stack.manifests import read_json_manifest
 
 __all__ = ["OPSET", "MANIFEST", "DraftPass", "VisionEncoder", "export_flow_step", "export_drafter",
            "export_vision", "read_manifest", "directory_hash"]
@@ -207,13 +208,9 @@ def export_vision(target: Any, image_size: tuple[int, int], images: int,
 
 
 def read_manifest(out_dir: str | os.PathLike) -> dict[str, Any]:
+    """engines.json of an engines directory; EngineError when it is missing, malformed or names a missing file."""
+    doc = read_json_manifest(out_dir, MANIFEST, EngineError, "run `plan-stack export` first")
     file = Path(out_dir) / MANIFEST
-    if not file.is_file():
-        raise EngineError(f"{out_dir}: no {MANIFEST} (run `plan-stack export` first)")
-    try:
-        doc = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{file}: invalid JSON ({exc})") from None
     for key, entry in doc.get("models", {}).items():
         if not (Path(out_dir) / entry.get("file", "")).is_file():
             raise EngineError(f"{file}: model {key} names a missing file {entry.get('file')!r}")

@@ -224,7 +224,10 @@ class EngineSet:
             per_image = (grid.prod(-1) // embeds_per_patch(grid, embeds)).tolist()
             pooled = tuple(torch.split(embeds.to(pixel_values.device), per_image))
             deepstack = [tuple(torch.split(d.to(pixel_values.device), per_image)) for d in deep]
-            return BaseModelOutputWithDeepstackFeatures(pooler_output=pooled, deepstack_features=deepstack)
+            # per-image tuples, as Qwen3-VL's own get_image_features returns them (its output
+            # dataclass annotates plain tensors)
+            fields: dict[str, Any] = {"pooler_output": pooled, "deepstack_features": deepstack}
+            return BaseModelOutputWithDeepstackFeatures(**fields)
 
         return encode
 

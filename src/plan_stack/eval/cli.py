@@ -71,8 +71,10 @@ def robot_of(bag: str) -> str | None:
         ann = annotation_for(bag)
     except Exception:
         return None
-    fmt = (ann or {}).get("format", "")
-    return fmt.split(".")[1].split("_")[0] if fmt.startswith("plan_stack.") else None
+    from plan_stack.data.episodes import spec_of_format
+
+    spec = spec_of_format((ann or {}).get("format", ""))
+    return spec.robot if spec is not None else None
 
 
 def _domain_ids(n: int) -> list[int]:
@@ -153,7 +155,7 @@ def with_device(overrides: dict[str, dict[str, Any]], robot: str, device: str | 
 
 
 def run(args: argparse.Namespace) -> int:
-    from plan_stack.eval.metrics import ConditionError, check_conditions
+    from plan_stack.eval.replay_metrics import ConditionError, check_conditions
     from plan_stack.eval.report import aggregate, compare_reports, write_html, write_json
 
     if args.compare:
@@ -186,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.config import ConfigError
     from plan_stack.eval.replay import evaluated_nodes
 
-    for robot in {args.robot or robot_of(b) for b in args.bags} - {None}:
+    named: set[str | None] = {args.robot or robot_of(b) for b in args.bags}
+    for robot in sorted(r for r in named if r is not None):
         try:
             unknown = set(overrides) - evaluated_nodes(robot)
         except ConfigError as exc:
@@ -211,12 +214,13 @@ def run(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         print("plan-stack eval: two bags have the same folder name (outputs would collide)", file=sys.stderr)
         return 2
-    robots = {}
+    robots: dict[str, str] = {}
     for bag in args.bags:
-        robots[bag] = args.robot or robot_of(bag)
-        if not robots[bag]:
+        bag_robot = args.robot or robot_of(bag)
+        if not bag_robot:
             print(f"plan-stack eval: {bag}: no annotation to tell the robot; give --robot", file=sys.stderr)
             return 2
+        robots[bag] = bag_robot
     if args.single:
         if len(args.bags) != 1:
             print("plan-stack eval: --single takes exactly one bag", file=sys.stderr)

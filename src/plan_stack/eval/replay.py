@@ -25,6 +25,7 @@ its commands go to `/dry_run/...` topics that nothing follows: nothing moves.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import signal
 import subprocess
@@ -103,7 +104,7 @@ def read_sensor_messages(bag: str | os.PathLike) -> list[SensorMessage]:
         with AnyReader([Path(bag)], default_typestore=plan_typestore()) as reader:
             conns = [c for c in reader.connections if is_sensor_topic(c.topic)]
             for conn, _t, raw in reader.messages(connections=conns):
-                msg = reader.deserialize(raw, conn.msgtype)
+                msg: Any = reader.deserialize(raw, conn.msgtype)  # a rosbags message class, built at run time
                 stamp = msg.header.stamp
                 out.append(SensorMessage(sec_nanosec_to_s(stamp.sec, stamp.nanosec), conn.topic, conn.msgtype,
                                           bytes(raw)))
@@ -186,7 +187,7 @@ class _Player:
         self.node = Node("eval_player", context=self.ctx)
         self._clock_msg = Clock
         self.clock = self.node.create_publisher(Clock, "/clock", LATCHED_QOS)
-        self.pubs = {}
+        self.pubs: dict[str, Any] = {}
         for m in messages:
             if m.topic not in self.pubs:
                 qos = SENSOR_QOS if m.topic.endswith(("/image_raw", "/compressed")) or m.topic == "/joint_states" \
@@ -242,6 +243,14 @@ class _Player:
     def publish(self, m: SensorMessage) -> None:
         self.pubs[m.topic].publish(m.raw)
 
+    def observed_near(self, stamp: float) -> bool:
+        """An observation stamped within 30 ms of `stamp` came out (call under `lock`, as `wait` does)."""
+        return any(abs(s - stamp) < 0.03 for s in self.obs_stamps)
+
+    def planned(self, stamp: float) -> bool:
+        """A plan for the observation stamped `stamp` came out (call under `lock`, as `wait` does)."""
+        return stamp in self.plan_stamps
+
     def wait(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -262,7 +271,7 @@ class _Player:
 
         deadline = time.monotonic() + timeout_s
         pending = dict(nodes)
-        clients = {n: self.node.create_client(ListParameters, f"{ns.rstrip('/')}/{n}/list_parameters")
+        clients: dict[str, Any] = {n: self.node.create_client(ListParameters, f"{ns.rstrip('/')}/{n}/list_parameters")
                    for n, ns in nodes.items()}
         calls: dict[str, Any] = {}
         while pending and time.monotonic() < deadline and alive():
@@ -358,12 +367,11 @@ def _play_deterministic(player: _Player, messages, steps, cfg, counters, progres
         counters["sets_published"] += 1
         if proc.poll() is not None:
             raise EvalError(f"the graph exited with status {proc.returncode} during the replay")
-        if not player.wait(lambda stamp=stamp: any(abs(s - stamp) < 0.03 for s in player.obs_stamps),
-                           cfg.observation_timeout_s):
+        if not player.wait(functools.partial(player.observed_near, stamp), cfg.observation_timeout_s):
             counters["observation_timeouts"] += 1
         else:
             obs = max((s for s in player.obs_stamps if abs(s - stamp) < 0.03), default=stamp)
-            if not player.wait(lambda obs=obs: obs in player.plan_stamps, cfg.plan_timeout_s):
+            if not player.wait(functools.partial(player.planned, obs), cfg.plan_timeout_s):
                 counters["plan_timeouts"] += 1
         # chunks and trajectories follow within milliseconds: wait until outputs are quiet
         deadline = time.monotonic() + 10 * cfg.settle_s

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from plan_stack.eval import metrics as M
+from plan_stack.eval import replay_metrics as M
 from plan_stack.stamps import sec_nanosec_to_s
 
 __all__ = ["bag_report", "aggregate", "write_json", "write_html", "compare_reports", "SR_RADII_M",
@@ -39,7 +39,9 @@ def _stamp(msg) -> float:
 
 def plan_accuracy(plans: Sequence[Any], truths: Sequence[Any]) -> tuple[dict[str, Any], list[str]]:
     """Plans (viz PlanView) against annotated keyframes (PlanView) paired by stamp."""
-    ade, fde, hits = [], [], {r: [] for r in SR_RADII_M}
+    ade: list[float] = []
+    fde: list[float] = []
+    hits: dict[float, list[float]] = {r: [] for r in SR_RADII_M}
     ade2, dfd, hd, iou_hits, subtask = [], [], [], {"tp": 0, "fp": 0, "fn": 0}, []
     paired = 0
     by_stamp = sorted(plans, key=lambda p: p.stamp_s)
@@ -131,7 +133,7 @@ def _limits(robot: str) -> tuple[list[str], dict[str, np.ndarray]] | None:
         names = [n for n in every if n not in set(p.get("discrete_joints", []))]
         if not names or "v_max" not in p or "a_max" not in p:
             return None
-        lim = {}
+        lim: dict[str, np.ndarray] = {}
         for key in ("v_max", "a_max", "q_min", "q_max"):
             if key in p and p[key] not in (None, []):
                 v = np.asarray(p[key], dtype=float)
@@ -208,7 +210,7 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
                     unchecked += 1
                     continue
                 idx = [list(m.joint_names).index(n) for n in names]
-                sub = M.Trajectory(t.stamp_s, t.times_s, t.positions[:, idx],
+                sub = M.TrajectorySamples(t.stamp_s, t.times_s, t.positions[:, idx],
                                    t.velocities[:, idx] if t.velocities.size else t.velocities,
                                    t.accelerations[:, idx] if t.accelerations.size else t.accelerations)
                 r = M.trajectory_limits(sub, lim["v_max"], lim["a_max"], lim.get("q_min"), lim.get("q_max"))
@@ -238,7 +240,8 @@ def bag_report(bag: str | os.PathLike, outputs: str | os.PathLike, robot: str, c
 
 def _bridge_verdicts(diagnostics: list) -> dict[str, Any] | None:
     """Refusals the dry-run bridge reported (ERROR statuses published at once with the reason)."""
-    seen, refused, reasons = False, 0, {}
+    seen, refused = False, 0
+    reasons: dict[str, int] = {}
     for _, arr in diagnostics:
         for st in arr.status:
             if "_bridge:" not in st.name:
@@ -251,7 +254,7 @@ def _bridge_verdicts(diagnostics: list) -> dict[str, Any] | None:
     return {"refused": refused, "reasons": reasons} if seen else None
 
 
-def _trajectory(m) -> M.Trajectory:
+def _trajectory(m) -> M.TrajectorySamples:
     pts = m.points
     times = np.array([sec_nanosec_to_s(p.time_from_start.sec, p.time_from_start.nanosec) for p in pts])
 
@@ -259,7 +262,7 @@ def _trajectory(m) -> M.Trajectory:
         rows = [np.asarray(getattr(p, field), float) for p in pts]
         return np.stack(rows) if rows and all(len(r) == len(rows[0]) and len(r) for r in rows) else np.zeros((0, 0))
 
-    return M.Trajectory(_stamp(m), times, arr("positions"), arr("velocities"), arr("accelerations"))
+    return M.TrajectorySamples(_stamp(m), times, arr("positions"), arr("velocities"), arr("accelerations"))
 
 
 def _latency_values(msgs: Mapping[str, list], published: Mapping[str, float]) -> dict[str, list[float]]:

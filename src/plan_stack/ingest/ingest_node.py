@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import copy
 import time
+from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -199,7 +200,7 @@ class IngestNode(Node):
         if s.joint is not None:
             js = obs.joint_state
             js.header.stamp = obs.header.stamp
-            js.name = list(self._sync.joints.names)
+            js.name = list(self.sync_cfg.joint_names)
             js.position = s.joint.position.tolist()
             js.velocity = s.joint.velocity.tolist()
             js.effort = s.joint.effort.tolist()
@@ -218,7 +219,7 @@ class IngestNode(Node):
     def _report_sync(self, now: float) -> None:
         silent = [n for n, m in self._monitors.items() if m.timed_out(now)]
         lat = np.asarray(self.added_latency_s, dtype=np.float64) * 1e3
-        values = {
+        values: dict[str, Any] = {
             "sets_published": self.sets_published,
             "sets_withheld": self.sets_withheld,
             "resets": self._sync.resets,

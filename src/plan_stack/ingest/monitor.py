@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+from typing import Any
 
 __all__ = ["Level", "Health", "StreamMonitor"]
 
@@ -26,7 +27,7 @@ class Level(enum.IntEnum):
 class Health:
     level: Level
     message: str
-    values: dict[str, str]
+    values: dict[str, Any]  # diagnostic key -> value (published as text)
 
 
 class StreamMonitor:

@@ -182,6 +182,7 @@ class _ApproximateTime:
         end = -math.inf
         for i, q in enumerate(self.queues):
             end = max(end, q[0].stamp_s if q else self._newest[i] + self._min_interval[i])
+        assert self._cand is not None  # called only with a candidate
         pivot_s = self._cand[self._pivot].stamp_s
         return end - pivot_s >= self._cand_end - self._cand_start
 
@@ -212,6 +213,7 @@ class _ApproximateTime:
             self._past[s].append(self.queues[s].pop(0))
 
     def _publish(self, names: Sequence[str], drops: list[Drop]) -> tuple[Frame, ...]:
+        assert self._cand is not None  # called only with a candidate
         frames = tuple(self._cand)
         for i, used in enumerate(frames):
             keep = []
@@ -249,9 +251,9 @@ class _Latest:
         if old is not None:
             drops.append(Drop(names[i], old.stamp_s, DropReason.SKIPPED, "replaced by a newer frame"))
         self._latest[i] = frame
-        if any(f is None for f in self._latest):
+        frames = tuple(f for f in self._latest if f is not None)
+        if len(frames) < self.n:
             return []
-        frames = tuple(self._latest)
         self._latest = [None] * self.n
         self.last_used = [f.stamp_s for f in frames]
         return [frames]

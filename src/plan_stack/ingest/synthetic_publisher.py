@@ -45,6 +45,12 @@ def _corrupt(img: Image) -> Image:
     return bad
 
 
+def _camera_tick(text: str) -> tuple[int, int]:
+    """`CAM_INDEX:TICK` of `--bad`."""
+    cam, _, tick = text.partition(":")
+    return int(cam), int(tick)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cameras", default="cam_high,cam_left_wrist,cam_right_wrist")
     p.add_argument("--encodings", default="rgb8", help="one encoding, or one per camera (comma separated)")
@@ -71,9 +77,11 @@ def run(args: argparse.Namespace) -> int:
     encs = args.encodings.split(",")
     encs = encs * len(cams) if len(encs) == 1 else encs
     joints = [j for j in args.joints.split(",") if j] or [f"j{i}" for i in range(14)]
-    bad = [tuple(int(x) for x in b.split(":")) for b in args.bad]
+    bad = [_camera_tick(b) for b in args.bad]
     qos = qos_by_name(args.qos)
-    published = {"frames": [0] * len(cams), "bad": 0, "joints": 0, "late_ms_max": 0.0}
+    frames = [0] * len(cams)
+    counts = {"bad": 0, "joints": 0}
+    late_ms_max, t0 = 0.0, 0.0
     with ros_session():
         node = rclpy.create_node("synthetic_rig")
         pubs = [node.create_publisher(Image, f"cameras/{c}/image_raw", qos) for c in cams]
@@ -91,23 +99,23 @@ def run(args: argparse.Namespace) -> int:
             if delay > 0:
                 time.sleep(delay)
             else:
-                published["late_ms_max"] = max(published["late_ms_max"], -delay * 1e3)
+                late_ms_max = max(late_ms_max, -delay * 1e3)
             stamp = _time(ev.stamp_s)
             if ev.kind == "joints":
                 js.header.stamp = stamp
                 js.position = joint_positions(ev.stamp_s, len(joints)).tolist()
                 jpub.publish(js)
-                published["joints"] += 1
+                counts["joints"] += 1
                 continue
             img = _corrupt(images[ev.camera]) if ev.bad else images[ev.camera]
             img.header.stamp = stamp
             img.header.frame_id = cams[ev.camera]
             pubs[ev.camera].publish(img)
-            published["frames"][ev.camera] += 1
-            published["bad"] += int(ev.bad)
+            frames[ev.camera] += 1
+            counts["bad"] += int(ev.bad)
         time.sleep(0.2)  # let the last messages leave before the participant goes
         node.destroy_node()
-    published["t0"] = t0
+    published = {"frames": frames, **counts, "late_ms_max": late_ms_max, "t0": t0}
     if args.stats:
         with open(args.stats, "w") as fh:
             json.dump(published, fh)

@@ -139,7 +139,7 @@ class DecodeStats:
 class PrimitiveSpan:
     start: int  # index of the start token in `tokens`
     end: int  # index of the last token (inclusive)
-    layout: L.Layout
+    layout: L.Layout | None  # None while an open-mode primitive is emitted (set when it closes)
     accepted_direct: bool = False
     fallback_from: int = -1
 
@@ -256,9 +256,12 @@ class Decoder:
             box = self.workspace.get(part.space, {})
             lo = [self.ranges[part.space][a][0] for a in part.axes]
             step = [(self.ranges[part.space][a][1] - self.ranges[part.space][a][0]) / V.N_BINS for a in part.axes]
-            coords = [j for j, s in enumerate(layout.slots) if s.part == pi and s.token is None]
-            vals = np.array([lo[i % len(part.axes)] + step[i % len(part.axes)] * self.vocab.coord_value(block[j])
-                             for i, j in enumerate(coords)]).reshape(-1, len(part.axes))
+            bins = [self.vocab.coord_value(block[j]) for j, s in enumerate(layout.slots)
+                    if s.part == pi and s.token is None]
+            if any(k is None for k in bins):
+                return False  # not schema-valid: a coordinate slot holds another token
+            vals = np.array([lo[i % len(part.axes)] + step[i % len(part.axes)] * float(k or 0)
+                             for i, k in enumerate(bins)]).reshape(-1, len(part.axes))
             for ai, axis in enumerate(part.axes):
                 if axis in box and not bool(((vals[:, ai] >= box[axis][0]) & (vals[:, ai] <= box[axis][1])).all()):
                     return False
@@ -335,7 +338,7 @@ class _Run:
         idx = len(self.tokens) - 1
         if event in ("start", "rejected"):
             # open-mode primitives get their layout when they close (P chosen by the model)
-            self._open = PrimitiveSpan(idx, -1, tr.grammar.layout)  # type: ignore[arg-type]
+            self._open = PrimitiveSpan(idx, -1, tr.grammar.layout if tr.grammar is not None else None)
             self._attempted = False
             if event == "rejected":
                 self.stats.blocks_rejected += 1
@@ -421,7 +424,10 @@ class _Run:
     def primitive_step(self) -> None:
         """VFlash: one drafter pass + gate + (one target pass | rollback and constrained AR)."""
         self._attempted = True
-        layout = self.tracker.grammar.layout
+        grammar, span = self.tracker.grammar, self._open
+        # called only inside a primitive of fixed layout (see `run`), which `commit` opened
+        assert grammar is not None and grammar.layout is not None and span is not None
+        layout = grammar.layout
         anchor = self.tokens[-1]
         b = layout.block_size
         logits = self.drafter.draft(anchor, b)
@@ -439,7 +445,6 @@ class _Run:
                 self.stats.gate_implausible += 1
                 bad = 1  # regenerate the whole primitive with constrained AR
         before = self.target.length
-        span = self._open
         if bad == 0:
             step = self.target.forward([anchor] + draft)
             self._count_target("primitive")
@@ -524,7 +529,8 @@ class _Run:
             t = time.perf_counter()
             tr = self.tracker
             path = "primitive" if tr.in_primitive else "text"
-            if self.mode == "vflash" and tr.in_primitive and tr.grammar.layout is not None and not self._attempted:
+            if (self.mode == "vflash" and tr.grammar is not None and tr.grammar.layout is not None
+                    and not self._attempted):
                 self.primitive_step()
             elif self.mode == "ar" or (self.mode == "vflash" and tr.in_primitive):
                 self.ar_step(path)
@@ -560,14 +566,16 @@ class _Run:
         for span in self.spans:
             n_prim += span.end - span.start
             block = self.tokens[span.start:span.end + 1]
-            needs_image = any(p.space == "image" for p in span.layout.parts)
+            layout = span.layout
+            assert layout is not None  # set when the span closed
+            needs_image = any(p.space == "image" for p in layout.parts)
             if needs_image and image_size is None:
                 self.errors.append(f"primitive at output {span.start}: no image size to convert 2D coordinates")
                 continue
-            drive = span.layout.kind.startswith("drive")
+            drive = layout.kind.startswith("drive")
             try:
                 fields = tokens_to_fields(
-                    self.vocab, span.layout, block, image_size or (1, 1), sets=self.sets, ranges=self.dec.ranges,
+                    self.vocab, layout, block, image_size or (1, 1), sets=self.sets, ranges=self.dec.ranges,
                     frame_id=self.cfg.drive_frame_id if drive else self.cfg.robot_frame_id,
                     horizon_s=self.cfg.drive_horizon_s)
             except LayoutError as exc:  # pragma: no cover - grammar makes this unreachable

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -134,6 +134,10 @@ class Drafter(nn.Module):
         self._ctx_v: list[torch.Tensor] = []
         self.reset()
 
+    def layer_stack(self) -> list[DrafterLayer]:
+        """The layers with their type (a ModuleList hands out plain Modules to a type checker)."""
+        return [cast(DrafterLayer, layer) for layer in self.layers]
+
     # -- shared pieces --
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self.in_proj(self._shared[0](ids).to(self.fc.weight.dtype))
@@ -162,7 +166,7 @@ class Drafter(nn.Module):
         """Append committed target positions (features [n, L*H]) to every layer's context K/V."""
         ctx = self.context(features.to(self.fc.weight.device))
         pos = torch.arange(self.length, self.length + ctx.shape[0], device=ctx.device)
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.layer_stack()):
             k, v = layer.kv(ctx, pos)
             self._ctx_k[i] = torch.cat([self._ctx_k[i], k], 1)
             self._ctx_v[i] = torch.cat([self._ctx_v[i], v], 1)
@@ -200,7 +204,7 @@ class Drafter(nn.Module):
         ctx = self.context(ctx_features)
         h = self.embed(block_ids)
         bias = torch.zeros(mask.shape, dtype=h.dtype).masked_fill(~mask, float("-inf"))
-        for layer in self.layers:
+        for layer in self.layer_stack():
             ck, cv = layer.kv(ctx, ctx_pos)
             h = layer(h, block_pos, ck, cv, bias)
         return self.logits(h)

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from plan_stack.manifests import read_json_manifest
 from plan_stack.planning.errors import PlanningError
 
 __all__ = ["MANIFEST", "PlannerModel", "prompt_text", "load_planner_model", "save_planner_model",
@@ -71,14 +72,7 @@ def prompt_text(instruction: str) -> str:
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """manifest.json of a model directory, with defaults filled in; raises PlanningError naming the problem."""
     file = Path(path) / MANIFEST
-    if not file.is_file():
-        raise PlanningError(f"{path}: no {MANIFEST} (not a planner model directory)")
-    try:
-        raw = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise PlanningError(f"{file}: invalid JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise PlanningError(f"{file}: must hold a JSON object")
+    raw = read_json_manifest(path, MANIFEST, PlanningError, "not a planner model directory")
     manifest = {**_DEFAULTS, **raw}
     size = manifest["image_size"]
     if size is not None and (not isinstance(size, list) or len(size) != 2
@@ -114,6 +108,13 @@ class PlannerModel:
     def image_size(self) -> tuple[int, int] | None:
         size = self.manifest["image_size"]
         return None if size is None else (int(size[0]), int(size[1]))
+
+    def required_image_size(self) -> tuple[int, int]:
+        """The images' (width, height); PlanningError for a model without one (it reads no images)."""
+        size = self.image_size
+        if size is None:
+            raise PlanningError(f"{self.path}: the manifest has no image_size (the model reads no images)")
+        return size
 
     @property
     def ranges(self) -> dict[str, dict[str, tuple[float, float]]]:

@@ -30,6 +30,7 @@ import copy
 import dataclasses
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -136,7 +137,7 @@ class PlannerNode(Node):
             self.runtime = PlannerRuntime(model, rcfg)
         except ConfigError as exc:
             raise ParameterError(f"{exc} (node '{name}')") from None
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
         self._times: collections.deque = collections.deque(maxlen=cfg.stats_window)
         self._cond = threading.Condition()
         self._pending: _Job | None = None
@@ -243,7 +244,7 @@ class PlannerNode(Node):
             if age > self.cfg.max_observation_age_s:
                 error = (f"newest observation is {age:.3f} s old (max_observation_age_s "
                          f"{self.cfg.max_observation_age_s})")
-        if error:
+        if error or latest is None:
             goal_handle.abort()
             return PlanRequest.Result(error_string=f"no plan: {error}")
         frame, stamp, obs_instruction = latest
@@ -292,6 +293,8 @@ class PlannerNode(Node):
                 if self._stopping.is_set():
                     return
                 job = self._request if self._request is not None else self._pending
+                if job is None:
+                    continue
                 if job is self._pending:
                     self._pending = None
             try:
@@ -376,6 +379,7 @@ class PlannerNode(Node):
         prompt = sum(o.prompt_tokens for o in outs)
         saved = 100.0 * (1.0 - sum(o.prefilled_tokens for o in outs) / max(prompt, 1))
         c = self.counts
+        engine_counts: dict[str, Any] = self.engines.counters() if self.engines else {}
         self._diag.report(
             "plans", OK, "planning", plans=c["plans"], plans_per_s=f"{rate:.2f}",
             total_ms_p50_p95=pct("total_ms"), vision_ms_p50_p95=pct("vision_ms"),
@@ -384,7 +388,7 @@ class PlannerNode(Node):
             gate_accepted=c["gate_accepted"], gate_fallback=c["gate_fallback"], blocks_rejected=c["blocks_rejected"],
             skipped_stale=c["stale"], skipped_malformed=c["malformed"], superseded=c["superseded"],
             invalid=c["invalid"], no_primitive=c["no_primitive"], cancelled=c["cancelled"],
-            streaming_saved_prefill_pct=f"{saved:.1f}", **(self.engines.counters() if self.engines else {}))
+            streaming_saved_prefill_pct=f"{saved:.1f}", **engine_counts)
 
     def _skip(self, what: str, level: int, message: str, status: str = "observation", **values) -> None:
         self.counts[what] += 1

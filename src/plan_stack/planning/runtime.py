@@ -157,8 +157,10 @@ class PlannerRuntime:
         self.streaming = bool(cfg.streaming and self.cameras)
         try:
             frame = str(manifest.get("frame_id") or "")  # the frame the model's metric points are in
-            frames = dict(robot_frame_id=frame, drive_frame_id=frame) if frame else {}
-            self.decoder = model.decoder(DecoderConfig(decoder=cfg.decoder, budget=self.budget, **frames))
+            dcfg = DecoderConfig(decoder=cfg.decoder, budget=self.budget)
+            if frame:
+                dcfg = dataclasses.replace(dcfg, robot_frame_id=frame, drive_frame_id=frame)
+            self.decoder = model.decoder(dcfg)
         except ConfigError as exc:
             raise ConfigError(f"budget: {exc}") from None
         self.prefix = model.target.tokenizer.encode(cfg.response_prefix, add_special_tokens=False)

@@ -24,13 +24,16 @@ import dataclasses
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import PlanningError
+
+if TYPE_CHECKING:
+    from transformers import DynamicCache
 
 
 @dataclasses.dataclass
@@ -130,7 +133,7 @@ class TargetAdapter:
         self.lm_head = model.get_output_embeddings()
         self.embed_tokens = model.get_input_embeddings()
         self.dtype = next(model.parameters()).dtype
-        self.cache = None
+        self.cache: DynamicCache | None = None  # KV of the current request (None before the first prefill)
         self._rope_delta = 0
         self.prompt_length = 0
         #: streaming: reuse the KV of frames kept from the previous prefill (False: recompute every frame)
@@ -171,6 +174,8 @@ class TargetAdapter:
         if not images:
             raise PlanningError("a frame needs at least one image")
         p = self.encode_prompt("", images)
+        if p.pixel_values is None or p.image_grid_thw is None or p.image_size is None:
+            raise PlanningError("streaming frames need a vision-language target")
         return FrameSegment(key, p.input_ids, p.pixel_values, p.image_grid_thw, p.image_size)
 
     def streaming_prompt(self, text: str, frames: Sequence[FrameSegment]) -> Prompt:
@@ -242,7 +247,7 @@ class TargetAdapter:
         if self.is_vl:
             image_pad = self.model.config.image_token_id
             mm = (ids == image_pad).int().view(1, -1)
-            if prompt.pixel_values is not None:
+            if prompt.pixel_values is not None and prompt.image_grid_thw is not None:
                 t0 = time.perf_counter()
                 vis = self._image_features(prompt.pixel_values, prompt.image_grid_thw)
                 vision_ms = (time.perf_counter() - t0) * 1e3
@@ -311,10 +316,10 @@ class TargetAdapter:
             cached.append(dataclasses.replace(kv, keys=[self._rotate(k, s) if s else k for k in kv.keys],
                                               positions=pos3[:, :, a:b]))
         first = spans[len(cached)][0] if len(cached) < len(frames) else start  # first position to run
-        self.cache = DynamicCache()
+        self.cache = cache = DynamicCache()
         if cached:
             for layer in range(self.num_layers):
-                self.cache.update(torch.cat([kv.keys[layer] for kv in cached], 2),
+                cache.update(torch.cat([kv.keys[layer] for kv in cached], 2),
                                   torch.cat([kv.values[layer] for kv in cached], 2), layer)
         # one forward over the rest: frame-local mask for frame tokens, full attention for the text
         run = frames[len(cached):]
@@ -340,9 +345,12 @@ class TargetAdapter:
         feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)  # [n, 5H]
         last = out.last_hidden_state[0]  # [n, H]
         keep = {f.key: kv for f, kv in zip(frames, cached)}
+        # Qwen3 caches only full-attention layers (keys/values tensors); transformers types the
+        # layer list as a union with linear-attention layers that have neither
+        layers: list[Any] = list(cache.layers)
         for f, (a, b) in zip(run, spans[len(cached):]):
-            keep[f.key] = _FrameKV([c.keys[:, :, a:b] for c in self.cache.layers],
-                                   [c.values[:, :, a:b] for c in self.cache.layers],
+            keep[f.key] = _FrameKV([c.keys[:, :, a:b] for c in layers],
+                                   [c.values[:, :, a:b] for c in layers],
                                    feats[a - first:b - first], last[a - first:b - first], pos3[:, :, a:b])
         self._frames = keep if self.reuse_frames else {}
         self.prompt_length = ids.numel()
@@ -374,7 +382,7 @@ class TargetAdapter:
         current = self.length
         if not self.prompt_length <= length <= current:
             raise PlanningError(f"rollback to {length} outside [{self.prompt_length}, {current}]")
-        if length < current:
+        if length < current and self.cache is not None:
             self.cache.crop(length - current)  # negative: number of positions to drop
 
     def greedy(self, logits: torch.Tensor, allowed: torch.Tensor | None = None) -> int:
@@ -410,6 +418,7 @@ def tiny_target(kind: str = "text", *, hidden: int = 64, layers: int = 4, heads:
                 head_dim=head_dim, max_position_embeddings=4096, tie_word_embeddings=True,
                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     torch.manual_seed(seed)
+    model: Any  # Qwen3ForCausalLM or Qwen3VLForConditionalGeneration (their decorated .to() confuses mypy)
     if kind == "text":
         model = tf.Qwen3ForCausalLM(tf.Qwen3Config(**text, rope_parameters={"rope_type": "default",
                                                                           "rope_theta": 10000.0}))

@@ -155,7 +155,8 @@ def set_gate(out: Path, val_dir: str, spec, recipe: Recipe, log) -> int:
     from plan_stack.planning.model_dir import MANIFEST, load_planner_model
 
     model = load_planner_model(out)
-    bound, info = gate_bound(load_keyframes(val_dir, spec, model.image_size, progress=True), recipe.gate_step_factor)
+    keyframes = load_keyframes(val_dir, spec, model.required_image_size(), progress=True)
+    bound, info = gate_bound(keyframes, recipe.gate_step_factor)
     path = out / MANIFEST
     manifest = json.loads(path.read_text())
     log(f"gate: step bound {manifest.get('gate_max_step_m')} -> {bound} m ({info})")
@@ -169,9 +170,9 @@ def run(args: argparse.Namespace) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
 
-    from plan_stack.data import evaluate as EV
     from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
     from plan_stack.data.samples import fit_ranges, make_sample, response_tokens
+    from plan_stack.eval import plans as EV
     from plan_stack.paths import data_dirs
     from plan_stack.planning import drafter as D
     from plan_stack.planning import training as TR
@@ -278,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
         samples = [make_sample(model, kf, spec) for kf in train_kf]
         dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
                               max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=50, seed=recipe.seed)
+        assert drafter is not None  # built above whenever the drafter stage runs
         t1 = time.monotonic()
         log(f"drafter: {D.num_params(drafter) / 1e6:.2f} M parameters, {dcfg.steps} steps x {dcfg.batch_size}")
         losses = TR.train(drafter, target, samples, dcfg, out_dir=work / "drafter", resume=args.resume,
@@ -305,8 +307,8 @@ def run(args: argparse.Namespace) -> int:
         load_planner_model(out)  # what was written must load
         log(f"wrote {out} ({time.monotonic() - t0:.0f} s)")
     if "heads" in stages:
-        if spec.robot == "drive":
-            log("heads: the driving stack has no action head; skipped")
+        if not spec.action_head:
+            log(f"heads: the {spec.robot} stack has no action head; skipped")
         else:
             code = train_heads(args, recipe, spec, PlannerModel(out, target, None, manifest), out, work, train_dir,
                                val_dir, data_id, log)

@@ -225,7 +225,7 @@ def check_limits(
             jr = _max(np.abs(a[1:] - a[:-1]) * (limits.inv_j_max / dt))
         if limits.has_position_limits:
             qv = max(_max(limits.q_min - q), _max(q - limits.q_max), 0.0)
-    if discrete_q is not None and discrete_q.size and len(discrete_q) > 1:
+    if discrete_q is not None and discrete_rate is not None and discrete_q.size and len(discrete_q) > 1:
         rr = _max(np.abs(discrete_q[1:] - discrete_q[:-1]) / (dt * discrete_rate))
     bound = 1.0 + rtol
     ok = vr <= bound and ar <= bound and jr <= bound and rr <= bound and qv <= rtol * limits.q_scale

@@ -184,9 +184,10 @@ class _Shape:
                                 vals.append(-As[c, cc])
             dyn = sp.csc_matrix((vals, (rows, cols)), shape=(3 * N, nv))
             # Brake rows: dt·(v + c a) = ṽ + (c/dt) ã; c is per joint, set by `osqp_vectors` via Ax_idx.
-            k = np.arange(N)
+            ks = np.arange(N)
             brake = sp.csc_matrix((np.concatenate([np.ones(N), np.ones(N)]),
-                                   (np.concatenate([k, k]), np.concatenate([4 * k + 1, 4 * k + 2]))), shape=(N, nv))
+                                   (np.concatenate([ks, ks]), np.concatenate([4 * ks + 1, 4 * ks + 2]))),
+                                  shape=(N, nv))
             A = sp.vstack([dyn, sp.identity(nv), brake], format="csc")
             A.sort_indices()
             first_brake_row = 3 * N + nv
@@ -321,8 +322,7 @@ class JointMpc:
             self._settings["time_limit"] = time_limit_s
         self._shapes: dict[tuple[int, float, bool], _Shape] = {}
         self._daqp: dict[tuple, daqp.Model] = {}
-        self._qp_for: Limits | None = None
-        self._qp_lim: Limits | None = None
+        self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
@@ -399,10 +399,11 @@ class JointMpc:
 
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
-        if self._qp_for is not limits:
-            self._qp_for, self._qp_lim = limits, limits.scaled(1.0 - self.limit_margin)
-            self._brake = brake_coefficient(self._qp_lim)
-        return self._qp_lim
+        cache = self._qp_cache
+        if cache is None or cache[0] is not limits:
+            cache = self._qp_cache = (limits, limits.scaled(1.0 - self.limit_margin))
+            self._brake = brake_coefficient(cache[1])
+        return cache[1]
 
     def solve(self, x0: np.ndarray, ref: np.ndarray, dt: float, limits: Limits, settle: bool = False) -> MpcResult:
         """x0 [3, D] start state (q, v, a rows); ref [M, D] reference (row 0 unused)."""

@@ -102,9 +102,8 @@ class RuckigFilter:
         self.lookahead = lookahead
         self._dofs: dict[int, _Dof] = {}
         self._schedules: dict[tuple[int, float], _Schedule] = {}
-        self._scaled_for: Limits | None = None
-        self._scaled_lim: Limits | None = None
-        self._vcap: np.ndarray | None = None
+        # (limits, those limits shrunk by the margin, velocity cap) of the last call
+        self._scaled_cache: tuple[Limits, Limits, np.ndarray] | None = None
 
     def _get(self, dof: int, limits: Limits, interface=ControlInterface.Position) -> _Dof:
         r = self._dofs.get(dof)
@@ -122,10 +121,15 @@ class RuckigFilter:
 
     def _scaled(self, limits: Limits) -> Limits:
         """Limits the generator aims for (shrunk by the margin), cached per Limits object."""
-        if self._scaled_for is not limits:
-            self._scaled_for, self._scaled_lim = limits, limits.scaled(1.0 - self.limit_margin)
-            self._vcap = self._scaled_lim.v_max * (1.0 - 1e-3)
-        return self._scaled_lim
+        return self._scaled_with_cap(limits)[0]
+
+    def _scaled_with_cap(self, limits: Limits) -> tuple[Limits, np.ndarray]:
+        """The scaled limits and the velocity cap targets are kept under."""
+        cache = self._scaled_cache
+        if cache is None or cache[0] is not limits:
+            lim = limits.scaled(1.0 - self.limit_margin)
+            cache = self._scaled_cache = (limits, lim, lim.v_max * (1.0 - 1e-3))
+        return cache[1], cache[2]
 
     def _schedule(self, M: int, dt: float) -> _Schedule:
         s = self._schedules.get((M, dt))
@@ -149,11 +153,10 @@ class RuckigFilter:
         if x0.shape != (3, D) or limits.dof != D or M < 2:
             raise TrajectoryError(f"ruckig: shapes x0 {x0.shape}, ref {ref.shape}, limits {limits.dof} do not match")
         r = self._get(D, limits)
-        lim = self._scaled(limits)
+        lim, vcap = self._scaled_with_cap(limits)
         plan = self._schedule(M, dt)
         # Target positions inside the position box; target velocities by secants, inside the limit.
         tq = np.minimum(np.maximum(ref, lim.q_min), lim.q_max) if lim.has_position_limits else ref
-        vcap = self._vcap
         tv = np.minimum(np.maximum((tq[plan.hi] - tq[plan.lo]) * plan.inv_span, -vcap), vcap)
         if lim.has_position_limits:  # a target on a position limit is reached at rest: no overshoot past it
             at = tq[plan.target]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
+from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -19,7 +20,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.config import ConfigError, param, validate
-from plan_stack.joint_states import JointSelectError, JointSelector
+from plan_stack.joint_states import JointProblem, JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk
 from plan_stack.ros.action_client import ActionCall, ActionCallError
 from plan_stack.ros.clock import on_clock_reset
@@ -90,13 +91,15 @@ class StitcherNode(Node):
         # resolve only ~0.2 us, too coarse to recognise samples on the shared grid exactly.
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
-        self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0,
-                       "bad_joint_states": 0, "clamped_samples": 0, "clock_resets": 0}
+        self.counts: dict[str, Any] = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0,
+                                       "reanchored": 0, "bad_joint_states": 0, "clamped_samples": 0,
+                                       "clock_resets": 0}
         self._joints = JointSelector(self.cfg.joint_names)
         ignored = set(self.node_cfg.reanchor_ignore_joints)
         self._reanchor_cols = np.array([i for i in self.stitcher._cidx if self.cfg.joint_names[i] not in ignored],
                                        dtype=int)
-        self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
+        # the last joint_states problem reported (None: the last message was good)
+        self._joint_problem: JointProblem | None = None
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
@@ -218,6 +221,8 @@ class StitcherNode(Node):
             return
         self.counts["fallbacks"] += result.status is StitchStatus.FALLBACK
         self.counts["clamped_samples"] += result.clamped_samples
+        # every result but FAILED carries a trajectory and its limit report
+        assert result.trajectory is not None and result.report is not None
         out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=self.node_cfg.point_lead_s)
         self.pub.publish(out)
         self.counts["published"] += 1
@@ -240,6 +245,9 @@ class StitcherNode(Node):
         self._wake.set()
 
     def _send_loop(self) -> None:
+        bridge = self._bridge
+        if bridge is None:  # started only when there is a bridge
+            return
         timeout = self.node_cfg.bridge_timeout_s
         while not self._stop.is_set():
             if not self._wake.wait(0.1):
@@ -249,10 +257,10 @@ class StitcherNode(Node):
             if traj is None:
                 continue
             try:
-                handle = self._bridge.send(ExecuteTrajectory.Goal(trajectory=traj), server_timeout_s=timeout,
+                handle = bridge.send(ExecuteTrajectory.Goal(trajectory=traj), server_timeout_s=timeout,
                                            accept_timeout_s=timeout)
                 handle.get_result_async().add_done_callback(self._on_goal_result)
-                self.diag.report("bridge", OK, f"sent to {self._bridge.name}")
+                self.diag.report("bridge", OK, f"sent to {bridge.name}")
             except ActionCallError as exc:
                 self.diag.report("bridge", WARN, str(exc), now=True)
 
@@ -265,7 +273,8 @@ class StitcherNode(Node):
         if "preempted" in result.error_string:
             return
         self._refused = f"error {result.error_code}: {result.error_string}"
-        self.diag.report("bridge", WARN, f"{self._bridge.name} aborted a trajectory: {self._refused}", now=True)
+        name = self._bridge.name if self._bridge is not None else "the bridge"
+        self.diag.report("bridge", WARN, f"{name} aborted a trajectory: {self._refused}", now=True)
 
     def close(self) -> None:
         """Stop the sender thread (called at shutdown)."""

@@ -15,11 +15,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
 from plan_stack.viz.plan import PlanView, PrimitiveView, VizError, make_plan
+
+T = TypeVar("T")
 
 __all__ = ["plan_typestore", "bag_connections", "read_messages", "image_array", "annotation_for", "truth_plans",
            "DRIVE_EGO_FRAME", "nearest"]
@@ -56,8 +60,10 @@ def bag_connections(path: str | os.PathLike) -> dict[str, str]:
         raise VizError(f"bag: cannot read {path}: {exc}") from None
 
 
-def read_messages(path: str | os.PathLike, topics) -> dict[str, list[tuple[float, object]]]:
-    """(bag time s, message) per topic, for `topics` only (images are large: read what is drawn)."""
+def read_messages(path: str | os.PathLike, topics) -> dict[str, list[tuple[float, Any]]]:
+    """(bag time s, message) per topic, for `topics` only (images are large: read what is drawn).
+
+    Messages are rosbags classes built at run time (hence Any)."""
     from plan_stack.data.bags import read_bag
 
     return read_bag(path, topics=set(topics)) if topics else {}
@@ -108,11 +114,14 @@ def _boxes(kf: dict) -> list[PrimitiveView]:
 
 def truth_plans(annotation: dict) -> list[PlanView]:
     """One ground-truth PlanView per annotated keyframe (stamp = keyframe time)."""
+    from plan_stack.data.episodes import spec_of_format
+
     cam = annotation["camera"]
     frame = cam.get("frame_id", "")
+    spec = spec_of_format(annotation["format"])
     plans = []
     for kf in annotation["keyframes"]:
-        if annotation["format"].startswith("plan_stack.drive"):
+        if spec is not None and spec.ground_path:
             pts = np.array([[x, y, 0.0] for x, y in kf["xy"]], dtype=float)
             prims = [PrimitiveView("drive_2d3d", "", DRIVE_EGO_FRAME, pts, np.array(_uv(kf["uv"])),
                                    float(annotation.get("horizon_s", 0.0)))]
@@ -135,7 +144,7 @@ def camera_of_topic(topic: str) -> str | None:
     return m.group(1) if m else None
 
 
-def nearest(items: list[tuple[float, object]], t: float, tolerance_s: float):
+def nearest(items: Sequence[tuple[float, T]], t: float, tolerance_s: float) -> T | None:
     """The item of (time s, item) pairs whose time is nearest to `t`, if within `tolerance_s`; else None."""
     if not items:
         return None

@@ -13,6 +13,7 @@ ego frame for driving); nothing is transformed here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -58,20 +59,17 @@ def plan_markers(plan: PlanView, style: VizStyle) -> list[MarkerSpec]:
         pts = np.asarray(prim.points, dtype=float)
         r, g, b = style.colour_of(prim.arm)
         rgba = (r, g, b, a)
-        white = tuple(c + (1.0 - c) * START_WHITEN for c in (r, g, b))
-        common = dict(action=ADD, frame_id=prim.frame_id, stamp_s=plan.stamp_s)
+        wr, wg, wb = (c + (1.0 - c) * START_WHITEN for c in (r, g, b))
+        marker = functools.partial(MarkerSpec, action=ADD, frame_id=prim.frame_id, stamp_s=plan.stamp_s)
         ns = f"{NAMESPACE}/{i}_{prim.kind}{'_' + prim.arm if prim.arm else ''}"
         path = prim.kind != "points"  # a `points` primitive is a set, not a path: no line, no start/end
         if path and len(pts) >= 2:
-            out.append(MarkerSpec(ns=ns, type=LINE_STRIP, scale=(w, 0.0, 0.0), rgba=rgba, points=pts, role="line",
-                                  **common))
-        out.append(MarkerSpec(ns=ns, type=SPHERE_LIST, scale=(d, d, d), rgba=rgba, points=pts, role="waypoints",
-                              **common))
+            out.append(marker(ns=ns, type=LINE_STRIP, scale=(w, 0.0, 0.0), rgba=rgba, points=pts, role="line"))
+        out.append(marker(ns=ns, type=SPHERE_LIST, scale=(d, d, d), rgba=rgba, points=pts, role="waypoints"))
         if path:
-            out.append(MarkerSpec(ns=ns, type=SPHERE, scale=(e, e, e), rgba=(*white, a), position=tuple(pts[0]),
-                                  role="start", **common))
-            out.append(MarkerSpec(ns=ns, type=SPHERE, scale=(e, e, e), rgba=rgba, position=tuple(pts[-1]),
-                                  role="end", **common))
+            out.append(marker(ns=ns, type=SPHERE, scale=(e, e, e), rgba=(wr, wg, wb, a), position=tuple(pts[0]),
+                              role="start"))
+            out.append(marker(ns=ns, type=SPHERE, scale=(e, e, e), rgba=rgba, position=tuple(pts[-1]), role="end"))
     first = plan.primitives_3d[0] if plan.primitives_3d else None
     if plan.subtask and first is not None:
         x, y, z = (float(c) for c in first.points[0])

@@ -57,8 +57,8 @@ def draw_primitive(canvas: np.ndarray, prim: PrimitiveView, style: VizStyle,
         for k in range(len(pairs) - 1):
             if inside[k] and inside[k + 1]:
                 cv2.line(canvas, tuple(map(int, px[k])), tuple(map(int, px[k + 1])), c, style.line_px, lt)
-    for k in np.flatnonzero(inside):
-        cv2.circle(canvas, tuple(map(int, px[k])), style.point_radius_px, c, -1, lt)
+    for j in np.flatnonzero(inside):
+        cv2.circle(canvas, tuple(map(int, px[j])), style.point_radius_px, c, -1, lt)
     if connect:
         if inside[0]:
             cv2.circle(canvas, tuple(map(int, px[0])), style.endpoint_radius_px, c, style.line_px, lt)

@@ -25,6 +25,7 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,9 +75,13 @@ def _select(items: list, every: int, limit: int) -> list:
 
 
 def _camera_frames(bag: Path, conns: dict[str, str], camera: str | None,
-                   bag_time: bool = False) -> tuple[str, list[tuple[float, object]]]:
+                   bag_time: bool = False) -> tuple[str, list[tuple[float, Any]]]:
     """(camera name, [(time s, Image)]) sorted by time: header stamps, or bag time with `bag_time`."""
-    cams = {camera_of_topic(t): t for t, ty in conns.items() if ty == IMAGE_TYPE and camera_of_topic(t)}
+    cams: dict[str, str] = {}
+    for t, ty in conns.items():
+        cam = camera_of_topic(t) if ty == IMAGE_TYPE else None
+        if cam:
+            cams[cam] = t
     if not cams:
         return "", []
     name = camera or sorted(cams)[0]
@@ -145,16 +150,16 @@ def render_bag(bag: str | os.PathLike, out: str | os.PathLike, style: VizStyle =
                 path = out / f"plan3d_{k:04d}.png"
                 plot_plan_3d(plan, path, style, truth)
                 result.files.append(path)
-    elif truths:
+    elif truths and ann is not None:  # (truths come from the annotation)
         # annotation times are bag (sim) times of the recording, so frames are matched on bag time
-        name, frames = _camera_frames(bag, conns, camera or ann["camera"]["name"], bag_time=True)
-        if not frames:
+        name, cam_frames = _camera_frames(bag, conns, camera or ann["camera"]["name"], bag_time=True)
+        if not cam_frames:
             raise VizError(f"bag: no camera images to draw the annotation on "
                            f"(camera {camera or ann['camera']['name']!r})")
         chosen = _select(truths, every, limit)
         result.plans, result.source = len(chosen), "keyframes"
         for k, truth in enumerate(tqdm(chosen, desc="render", unit="keyframe", disable=not progress)):
-            img_msg = nearest(frames, truth.stamp_s, truth_tolerance_s)
+            img_msg = nearest(cam_frames, truth.stamp_s, truth_tolerance_s)
             if img_msg is None:
                 result.skipped.append(f"keyframe {k} at {truth.stamp_s:.3f} s: no {name} frame within "
                                       f"{truth_tolerance_s} s")

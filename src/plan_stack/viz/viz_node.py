@@ -19,10 +19,12 @@ wrong uv length, ...) is skipped whole with a WARN naming the rule.
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point
 from rclpy.node import Node
+from rclpy.subscription import Subscription
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker, MarkerArray
@@ -81,11 +83,12 @@ class VizNode(Node):
         self.cfg = cfg = declare_config(self, VizConfig)
         self._observations: collections.deque[Observation] = collections.deque(maxlen=cfg.observation_buffer)
         self._waiting: tuple[Time, PlanView] | None = None  # newest plan whose Observation has not arrived
-        self.counts = collections.Counter()  # plans, rejected, markers, overlays, idle, no_observation
+        # plans, rejected, markers, overlays, idle, no_observation
+        self.counts: collections.Counter[str] = collections.Counter()
         self._markers_pub = self.create_publisher(MarkerArray, "viz/markers", qos_by_name(cfg.markers_qos))
         self._overlay_pub = self.create_publisher(Image, "viz/plan_overlay", qos_by_name(cfg.overlay_qos))
         self.create_subscription(VisualPlan, "plan", self._on_plan, qos_by_name(cfg.plan_qos))
-        self._observation_sub = None  # exists only while someone watches the overlay
+        self._observation_sub: Subscription | None = None  # exists only while someone watches the overlay
         self._diag = Diagnostics(self, cfg.diagnostics_period)
         self.create_timer(cfg.diagnostics_period, self._on_health)
         self.create_timer(cfg.watcher_check_period, self._on_watchers)
@@ -142,8 +145,9 @@ class VizNode(Node):
 
     def _on_health(self) -> None:
         c = self.counts  # counts since start; the "plan" and "overlay" statuses carry WARNs
-        self._diag.report("summary", OK, "plan counts since start", **{k: c[k] for k in
-                          ("plans", "idle", "markers", "overlays", "rejected", "no_observation")})
+        summary: dict[str, Any] = {k: c[k] for k in ("plans", "idle", "markers", "overlays", "rejected",
+                                                    "no_observation")}
+        self._diag.report("summary", OK, "plan counts since start", **summary)
 
     # --- helpers ------------------------------------------------------------------
 

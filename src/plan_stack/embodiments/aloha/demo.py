@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -181,7 +182,7 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
             for topic, cls in topics.items():
                 qos = RELIABLE_QOS if cls in (Int32, JointTrajectory) else SENSOR_QOS
                 rec.create_subscription(cls, topic, record(topic), qos)
-            client = ActionClient(rec, ExecuteTrajectory, "/execute_trajectory")
+            client: ActionClient[Any, Any, Any] = ActionClient(rec, ExecuteTrajectory, "/execute_trajectory")
             with executor_with(ctx, sim, bridge, rec) as ex:
                 if not spin_until(ex, lambda: bridge.ready and client.server_is_ready(), 30.0):
                     raise RuntimeError("demo: the bridge did not come up (no joint_states or action server)")
@@ -190,9 +191,10 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
                 writer.write(conns["/execute_trajectory/goal"], now_ns(), serialize_message(goal.trajectory))
                 t_goal_s = now_ns() * 1e-9  # plan picture: expert time -> this run's sim time
                 sent = client.send_goal_async(goal)
-                if not spin_until(ex, sent.done, 10.0) or not sent.result().accepted:
+                handle = sent.result() if spin_until(ex, sent.done, 10.0) else None
+                if handle is None or not handle.accepted:
                     raise RuntimeError("demo: goal not accepted")
-                result_future = sent.result().get_result_async()
+                result_future = handle.get_result_async()
                 t_wall = time.monotonic()
 
                 def progress() -> bool:
@@ -204,7 +206,10 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
 
                 if not spin_until(ex, progress, timeout_s):
                     raise RuntimeError(f"demo: the goal did not finish within {timeout_s} s")
-                result = result_future.result().result
+                response = result_future.result()
+                if response is None:
+                    raise RuntimeError("demo: the goal finished without a result")
+                result = response.result
                 settle = now_ns() * 1e-9 + 0.5
                 spin_until(ex, lambda: now_ns() * 1e-9 >= settle, 10.0)
                 if latest:

@@ -81,7 +81,8 @@ class PoseHistory:
         if not all(math.isfinite(v) for v in dataclasses.astuple(s)):
             raise DriveError("odometry: non-finite ego state")
         if self._t and s.t_s < self._t[-1]:  # time went backwards (sim reset): start over
-            self._t.clear(), self._s.clear()
+            self._t.clear()
+            self._s.clear()
         self._t.append(s.t_s)
         self._s.append(s)
         cut = bisect.bisect_left(self._t, s.t_s - self.keep_s)
@@ -177,9 +178,9 @@ class DriveBridge:
             conv: Conversion = convert_waypoints(pts, horizon_s, self.vehicle, self.conversion, v0=max(ego.v, 0.0))
         except DriveError as exc:
             return Decision(Outcome.REJECTED, message=str(exc))
-        if conv.status is Status.REJECTED:
-            return Decision(Outcome.REJECTED, message=conv.message)
         traj = conv.trajectory
+        if conv.status is Status.REJECTED or traj is None:  # a trajectory unless rejected
+            return Decision(Outcome.REJECTED, message=conv.message)
         if now_s - stamp_s > traj.duration_s:
             return Decision(Outcome.STALE, message=f"plan is {now_s - stamp_s:.3f} s old, beyond its {traj.duration_s:.3g} s trajectory")
         traj = traj.transformed(ego.x, ego.y, ego.yaw, self.cfg.odom_frame)

@@ -96,9 +96,10 @@ class DriveBridgeNode(Node):
             elif not self.bridge.stopped:
                 self.diagnostics.report("watchdog", OK, "a valid plan covers the present")
             return
-        self._pub.publish(trajectory_to_msg(decision.trajectory, decision.stamp_s))
-        self.diagnostics.report("watchdog", WARN, decision.message, now=True,
-                                stop_duration_s=f"{decision.trajectory.duration_s:.3f}")
+        stop = decision.trajectory
+        assert stop is not None  # a watchdog decision always carries its stop trajectory
+        self._pub.publish(trajectory_to_msg(stop, decision.stamp_s))
+        self.diagnostics.report("watchdog", WARN, decision.message, now=True, stop_duration_s=f"{stop.duration_s:.3f}")
 
 
 main = node_main(DriveBridgeNode)

@@ -100,7 +100,7 @@ def run_episode(seed: int, duration_s: float = 60.0, scene: DriveSceneConfig | N
             if on_plan is not None:
                 on_plan(sim, pts)
             conv = convert_waypoints(pts, 0.0, vehicle, limits, v0=st.v)
-            if conv.status is Status.REJECTED:
+            if conv.status is Status.REJECTED or conv.trajectory is None:  # a trajectory unless rejected
                 rejected += 1
             else:
                 follower.set_trajectory(conv.trajectory.transformed(st.x, st.y, st.yaw, "odom"), sim.time_s)

@@ -49,7 +49,8 @@ def trajectory_from_msg(msg: DriveTrajectoryMsg) -> tuple[DriveTrajectory, float
                       p.heading_rate_rps, p.curvature_1pm, p.front_wheel_angle_rad] for p in pts]).reshape(-1, 9)
     if len(cols):
         cols[:, 3] = np.unwrap(cols[:, 3])
-    traj = DriveTrajectory(*cols.T, frame_id=msg.header.frame_id)
+    t, x, y, yaw, speed, accel, yaw_rate, curvature, steer = cols.T
+    traj = DriveTrajectory(t, x, y, yaw, speed, accel, yaw_rate, curvature, steer, frame_id=msg.header.frame_id)
     return traj, stamp_to_s(msg.header.stamp)
 
 

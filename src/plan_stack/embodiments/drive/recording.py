@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
             poses.append((st.x, st.y, st.yaw))
             if k % plan_every == 0:
                 conv = convert_waypoints(expert.plan(st.x, st.y, st.yaw, sim.obstacles), 0.0, vehicle, limits, v0=st.v)
-                if conv.status is not Status.REJECTED:
+                if conv.status is not Status.REJECTED and conv.trajectory is not None:
                     follower.set_trajectory(conv.trajectory.transformed(st.x, st.y, st.yaw, "odom"), t)
             if t <= options.duration_s + 1e-9:
                 if k % control_every == 0:
@@ -138,8 +139,8 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         camera.close()
     times_a, poses_a = np.array(times), np.array(poses)
     poses_a[:, 2] = np.unwrap(poses_a[:, 2])
-    frames = []
-    for t, cam_pose, boxes in keys:
+    frames: list[dict[str, Any]] = []
+    for t, cam_pose, key_boxes in keys:
         ego = ego_waypoints(times_a, poses_a, t, options.waypoints, options.horizon_s)
         x0, y0, yaw0 = (float(np.interp(t, times_a, poses_a[:, j])) for j in range(3))
         world = sim.ego_to_world(ego, (x0, y0, yaw0))
@@ -147,7 +148,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         frames.append({"t_s": _r(t), "xy": [[_r(p[0]), _r(p[1])] for p in ego],
                        "uv": [[_r(u, 2), _r(v, 2)] if ok else None for (u, v), ok in zip(uv, inside)],
                        "in_image": [bool(x) for x in inside],
-                       "boxes": [{"object": n, "bbox": b} for n, b in boxes.items()]})
+                       "boxes": [{"object": n, "bbox": b} for n, b in key_boxes.items()]})
     cam = camera.model
     annotation = {
         "format": FORMAT, "task": "drive", "seed": int(seed), "bag": bag_path.name, "instruction": INSTRUCTION,

@@ -194,7 +194,8 @@ class DriveSim:
                 break
             lane = int(rng.integers(sc.lanes))
             out.append(Obstacle(float(x), sc.lane_center_y(lane), length / 2, width / 2, lane))
-            x += float(rng.uniform(*sc.obstacle_gap_m))
+            gap_min, gap_max = sc.obstacle_gap_m  # [min, max] (checked by the config)
+            x += float(rng.uniform(gap_min, gap_max))
         return out
 
     def reset(self) -> None:

@@ -86,7 +86,7 @@ class DriveSimNode(SimNode):
         obstacles.publish(self._obstacles_msg())
         self.create_subscription(DriveTrajectoryMsg, "drive_trajectory", self._on_trajectory, RELIABLE_QOS)
         self._odom = Every(cfg.odom_rate_hz)
-        self._reported = (None, False)
+        self._reported: tuple[int | None, bool] = (None, False)  # (obstacle collided with, left the road)
         self.start_physics("drive_sim_physics", cfg.real_time_factor)
 
     def _obstacles_msg(self) -> PoseArray:
@@ -108,7 +108,8 @@ class DriveSimNode(SimNode):
                     pose = self.sim.pose_at(stamp)
                     if pose is None:
                         raise DriveError(f"header.stamp: no ego pose at {stamp:.3f} s to anchor a {traj.frame_id} trajectory")
-                    traj = traj.transformed(*pose, self.cfg.odom_frame)
+                    x0, y0, yaw0 = pose
+                    traj = traj.transformed(x0, y0, yaw0, self.cfg.odom_frame)
                 elif traj.frame_id != self.cfg.odom_frame:
                     raise DriveError(f"header.frame_id: {traj.frame_id!r} is neither {self.cfg.odom_frame!r} "
                                      f"nor {self.cfg.base_frame!r}")

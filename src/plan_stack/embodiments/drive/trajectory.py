@@ -2,7 +2,7 @@
 
 No ROS imports. The planner's `drive_3d`/`drive_2d3d` primitive gives P
 waypoints in the ego frame at the observation time (x forward, y left, the
-ego's rear axle at the origin heading +x). Two spacings exist (DESIGN §3):
+ego's rear axle at the origin heading +x). Two spacings exist:
 
 * uniform in time (`horizon_s > 0`): waypoint i (1-based) is where the ego
   should be at t_i = i · horizon_s / P (8 over 4 s, 20 over 5 s, 64 over
@@ -173,7 +173,8 @@ def _as_points(points) -> np.ndarray:
 def _check(t, v, a, k, vehicle: VehicleParams, cfg: DriveTrajectoryConfig, moving) -> tuple[list[str], list[str]]:
     """(fixable, unfixable) violation messages on dense samples."""
     tol = 1.0 + cfg.tolerance
-    fixable, unfixable = [], []
+    fixable: list[str] = []
+    unfixable: list[str] = []
     v_max = min(cfg.max_speed_mps, vehicle.max_speed_mps)
     k_max = vehicle.max_curvature_1pm
 

@@ -95,9 +95,9 @@ def _higher_order_limits(path: str) -> dict[str, tuple[float, float]]:
     """Joint -> (acceleration, jerk) from `<plan_stack_limits>` elements."""
     out = {}
     for joint in ET.parse(path).getroot().iter("joint"):
-        el = joint.find("plan_stack_limits")
-        if el is not None:
-            out[joint.get("name")] = (float(el.get("acceleration", "nan")), float(el.get("jerk", "nan")))
+        el, name = joint.find("plan_stack_limits"), joint.get("name")
+        if el is not None and name:
+            out[name] = (float(el.get("acceleration", "nan")), float(el.get("jerk", "nan")))
     return out
 
 
@@ -113,10 +113,16 @@ def load_limits(cfg: FrankaBridgeConfig) -> Limits:
         if not (math.isfinite(a) and math.isfinite(j)):
             raise LimitsError(f"urdf_path: joint {name!r} has no <plan_stack_limits acceleration= jerk=>")
         lo, hi, v = urdf[name]
-        lower.append(lo), upper.append(hi), vel.append(v * cfg.velocity_scale)
-        acc.append(a * cfg.acceleration_scale), jerk.append(j * cfg.jerk_scale)
-    lower.append(0.0), upper.append(MAX_WIDTH_M), vel.append(cfg.gripper_velocity_limit)
-    acc.append(cfg.gripper_acceleration_limit), jerk.append(math.inf)
+        lower.append(lo)
+        upper.append(hi)
+        vel.append(v * cfg.velocity_scale)
+        acc.append(a * cfg.acceleration_scale)
+        jerk.append(j * cfg.jerk_scale)
+    lower.append(0.0)
+    upper.append(MAX_WIDTH_M)
+    vel.append(cfg.gripper_velocity_limit)
+    acc.append(cfg.gripper_acceleration_limit)
+    jerk.append(math.inf)
     return Limits.for_joints(cfg.joint_names, lower, upper, vel, acc, jerk)
 
 

@@ -18,7 +18,13 @@ import math
 import numpy as np
 
 from plan_stack.config import param, validate
-from plan_stack.embodiments.franka.model import MAX_WIDTH_M, READY_POSE, model_to_real, real_to_model
+from plan_stack.embodiments.franka.model import (
+    DEFAULT_JOINT_NAMES,
+    MAX_WIDTH_M,
+    READY_POSE,
+    model_to_real,
+    real_to_model,
+)
 from plan_stack.embodiments.franka.sim import FrankaSim
 from plan_stack.trajectory.core import Trajectory, TrajectoryFollower
 
@@ -131,7 +137,7 @@ class Episode:
 
 
 def run_episode(sim: FrankaSim, seed: int, cfg: ExpertConfig | None = None,
-                joint_names: tuple[str, ...] = (*(f"fr3_joint{i}" for i in range(1, 8)), "fr3_gripper"),
+                joint_names: tuple[str, ...] = (*DEFAULT_JOINT_NAMES, "fr3_gripper"),
                 deadband_m: float = 0.002, min_speed: float = 0.01) -> Episode:
     """Reset with `seed`, plan and execute the pick-and-place; success = cube released on the target."""
     cfg = cfg or ExpertConfig()

@@ -97,7 +97,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
     sim.reset(seed=seed)
     traj, labels = plan_pick_place(sim, expert, STACK_NAMES)
     end_s = float(traj.times_s[-1]) + expert.settle_s
-    subtasks = _subtasks(traj.times_s, labels, end_s)
+    subtasks = _subtasks(traj.times_s, tuple(labels), end_s)
     follower = TrajectoryFollower(STACK_NAMES, np.concatenate([READY_POSE, [MAX_WIDTH_M]]))
     follower.set_trajectory(traj, sim.time_s)
     cams = Cameras(sim, options.width, options.height)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from plan_stack.data import metrics as M
+from plan_stack.eval import plan_metrics as M
 
 
 def test_ade_and_fde_of_a_shifted_track():

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from plan_stack.eval import metrics as M
+from plan_stack.eval import replay_metrics as M
 
 
 def test_summary_statistics_and_empty_sets():
@@ -56,14 +56,14 @@ def test_jerk_of_a_cubic_is_its_constant_third_derivative():
 def test_trajectory_limits_and_c2_seams():
     t = np.linspace(0, 1, 11)
     q = np.stack([t ** 2], axis=1)
-    traj = M.Trajectory(0.0, t, q, 2 * t[:, None], np.full((11, 1), 2.0))
+    traj = M.TrajectorySamples(0.0, t, q, 2 * t[:, None], np.full((11, 1), 2.0))
     lim = M.trajectory_limits(traj, np.array([1.0]), np.array([4.0]), np.array([-1.0]), np.array([0.5]))
     assert lim["v_ratio"] == pytest.approx(2.0) and lim["a_ratio"] == pytest.approx(0.5)
     assert lim["q_excess"] == pytest.approx(0.5) and lim["violated"] == 1.0
-    later = M.Trajectory(0.5, t[:6], q[5:], 2 * t[5:, None], np.full((6, 1), 2.0))
+    later = M.TrajectorySamples(0.5, t[:6], q[5:], 2 * t[5:, None], np.full((6, 1), 2.0))
     seams = M.trajectory_seams([traj, later])
     assert seams["c2_jump_pos"] == [pytest.approx(0.0)] and seams["c2_jump_vel"] == [pytest.approx(0.0)]
-    jumped = M.Trajectory(0.5, t[:6], q[5:] + 0.1, 2 * t[5:, None], np.full((6, 1), 2.0))
+    jumped = M.TrajectorySamples(0.5, t[:6], q[5:] + 0.1, 2 * t[5:, None], np.full((6, 1), 2.0))
     assert M.trajectory_seams([traj, jumped])["c2_jump_pos"] == [pytest.approx(0.1)]
 
 

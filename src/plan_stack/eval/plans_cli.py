@@ -20,7 +20,9 @@ from plan_stack.engines.device import EngineError, add_device_arguments, placeme
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robot", required=True, choices=("aloha", "franka", "drive"))
+    from plan_stack.data.episodes import ROBOTS
+
+    parser.add_argument("--robot", required=True, choices=sorted(ROBOTS))
     parser.add_argument("--demos", required=True, help="directory of recorded episodes (record-demos --out)")
     parser.add_argument("--model", default=None, help="planner model directory (default: the shipped models/<robot>)")
     parser.add_argument("--decoders", default="ar,dflash,vflash", help="comma-separated: ar, dflash, vflash")
@@ -36,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
 
-    from plan_stack.data import evaluate as EV
     from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
+    from plan_stack.eval import plans as EV
     from plan_stack.paths import find_data
     from plan_stack.planning.decoding import DECODERS, DecoderConfig
     from plan_stack.planning.errors import PlanningError
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             model.drafter.to(placement.device)
         if model.drafter is None and any(d != "ar" for d in decoders):
             raise PlanningError(f"{path}: no drafter/, only the ar decoder is available")
-        keyframes = load_keyframes(args.demos, spec, model.image_size, limit=args.episodes, progress=True)
+        keyframes = load_keyframes(args.demos, spec, model.required_image_size(), limit=args.episodes, progress=True)
     except EngineError as exc:
         print(f"eval-plans: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["STAT_KEYS", "summarize", "discrete_frechet", "hausdorff", "Chunk", "Trajectory", "chunk_seams",
+__all__ = ["STAT_KEYS", "summarize", "discrete_frechet", "hausdorff", "Chunk", "TrajectorySamples", "chunk_seams",
            "chunk_churn", "jerk_rms", "trajectory_limits", "trajectory_seams", "check_conditions",
            "ConditionError"]
 
@@ -124,7 +124,14 @@ def jerk_rms(positions: np.ndarray, dt_s: float) -> float:
 # --- trajectories ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Trajectory:
+class TrajectorySamples:
+    """The samples of one recorded trajectory message, as the replay metrics read them.
+
+    Unlike `plan_stack.trajectory.core.Trajectory` (a command the stitcher
+    and bridges validate), a recorded message may lack fields: a missing
+    velocity or acceleration column is an empty array, and the metrics skip it.
+    """
+
     stamp_s: float  # when sample 0 is due
     times_s: np.ndarray  # [T] from stamp
     positions: np.ndarray  # [T, D]
@@ -132,7 +139,7 @@ class Trajectory:
     accelerations: np.ndarray  # [T, D] (empty: not given)
 
 
-def trajectory_limits(traj: Trajectory, v_max: np.ndarray, a_max: np.ndarray,
+def trajectory_limits(traj: TrajectorySamples, v_max: np.ndarray, a_max: np.ndarray,
                       q_min: np.ndarray | None = None, q_max: np.ndarray | None = None,
                       tol: float = 1e-6) -> dict[str, float]:
     """Largest ratio to each limit (>1 + tol: violated); limits per joint, inf = unlimited."""
@@ -150,7 +157,7 @@ def trajectory_limits(traj: Trajectory, v_max: np.ndarray, a_max: np.ndarray,
     return out
 
 
-def trajectory_seams(trajs: Sequence[Trajectory]) -> dict[str, list[float]]:
+def trajectory_seams(trajs: Sequence[TrajectorySamples]) -> dict[str, list[float]]:
     """Position/velocity/acceleration jumps where each trajectory replaces the previous one (C2 check)."""
     out: dict[str, list[float]] = {"c2_jump_pos": [], "c2_jump_vel": [], "c2_jump_acc": []}
     for prev, new in zip(trajs, trajs[1:]):

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from plan_stack.data import metrics as M
 from plan_stack.data.episodes import Keyframe, RobotSpec
+from plan_stack.eval import plan_metrics as M
 
 __all__ = ["Prediction", "Scorer", "prediction_from_result", "blind_baseline", "blind_prediction", "evaluate",
            "format_table", "expected_subtask"]
@@ -81,7 +81,9 @@ def blind_baseline(keyframes: Iterable[Keyframe]) -> dict:
         for obj in {o for k in kfs for o in k.boxes}:
             boxes[obj] = np.mean([k.boxes[obj] for k in kfs if obj in k.boxes], axis=0).round(2).tolist()
         subtask = collections.Counter(k.subtask for k in kfs).most_common(1)[0][0]
-        out[str(i)] = {"points": pts.round(5).tolist(), "uv": np.where(np.isnan(uv), None, uv.round(2)).tolist(),
+        uv_out = uv.round(2).astype(object)
+        uv_out[np.isnan(uv)] = None  # JSON null: outside the image
+        out[str(i)] = {"points": pts.round(5).tolist(), "uv": uv_out.tolist(),
                        "boxes": boxes, "subtask": subtask, "count": len(kfs)}
     return out
 
@@ -121,7 +123,7 @@ class Scorer:
         for obj in self.box_objects:  # a box the annotation has and the prediction lacks scores 0
             if obj in kf.boxes:
                 self.iou.append(M.box_iou(pred.boxes.get(obj, ()), kf.boxes[obj]))
-        if pred.points is None:
+        if pred.points is None or pred.uv is None:  # set together (a valid trajectory primitive)
             self.invalid += 1
         else:
             for arm, p, t, puv, tuv in zip(self.arms, pred.points, kf.points, pred.uv, kf.uv):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.data import evaluate as EV
 from plan_stack.data.episodes import ROBOTS, Keyframe
+from plan_stack.eval import plans as EV
 
 
 def _kf(index, points, subtask="reach", boxes=None, seed=0):
