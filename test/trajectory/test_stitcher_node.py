@@ -167,7 +167,8 @@ def _node(ctx, **params):
     # generous state timeout: a loaded machine may take a while between a state and the next chunk
     base = dict(joint_names=NAMES, discrete_joints=["grip"], diagnostics_period_s=0.2, joint_state_timeout_s=5.0)
     base.update(params)
-    return StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+    return StitcherNode(context=ctx, parameter_overrides=[
+        Parameter(k, value=v) for k, v in base.items() if v is not None])  # None: the default
 
 
 def test_measured_joints_far_from_the_active_trajectory_re_anchor_the_next_one():
@@ -288,3 +289,39 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
             after = peer.trajs[1]
             assert after.header.stamp.sec == 1
             np.testing.assert_allclose(after.points[0].positions[:3], moved[:3], atol=1e-12)
+
+
+def test_gripper_samples_past_their_range_saturate_and_arm_samples_are_rejected():
+    """A gripper commanded 0.18 past fully open is clamped and counted (`clamped` in /diagnostics);
+    an arm joint as far out drops the chunk with a WARN."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    with ros_context() as ctx:
+        node = _node(ctx, discrete_joints=None, v_max=[2.0, 2.0, 2.0, 5.0], q_min=[-1.0, -1.0, -1.0, 0.0],
+                     q_max=[1.0, 1.0, 1.0, 1.0], saturate_joints=["grip"])
+        peer = _Peer(context=ctx)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0, 20.0)
+            ref = _reference()
+            ref[:, 3] = 0.5 + 0.68 * np.sin(2 * np.pi * np.arange(H) * DT / 1.2)  # 0.18 beyond [0, 1]
+            beyond = int(np.count_nonzero((ref[:, 3] > 1.0) | (ref[:, 3] < 0.0)))
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            grip = [p.positions[3] for p in peer.trajs[0].points]
+            assert min(grip) >= 0.0 and max(grip) <= 1.0
+            assert node.counts["clamped_samples"] > 0 and node.counts["clamped_samples"] <= beyond
+            assert spin_until(ex, lambda: any(
+                s.name == "stitcher: solve" and any(kv.key == "clamped" and int(kv.value) > 0 for kv in s.values)
+                for s in peer.diags), 10.0)
+
+            arm = ref.copy()
+            arm[:, 3] = 0.5
+            arm[:, 1] = 1.18
+            peer.chunks.publish(peer.chunk(arm))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert spin_until(ex, lambda: any(
+                s.level == DiagnosticStatus.WARN and "position_limits" in s.message and " b " in s.message
+                for s in peer.diags), 10.0)
+            assert len(peer.trajs) == 1
