@@ -26,9 +26,10 @@ from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
-from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import stamp_to_ns
-from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg
+from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
 
@@ -36,6 +37,7 @@ __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
 
 class InitialState(enum.StrEnum):
+    BRIDGE = "bridge"
     JOINT_STATES = "joint_states"
     CHUNK = "chunk"
 
@@ -43,8 +45,14 @@ class InitialState(enum.StrEnum):
 @dataclasses.dataclass(frozen=True)
 class StitcherNodeConfig:
     initial_state: InitialState = param(
-        "Start state when no trajectory is active: the measured joint_states, or the chunk's first sample at "
-        "rest (only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
+        "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
+        "reports executing on active_trajectory (its accepted trajectories, holds and stops; joint_states until "
+        "it has reported one), `joint_states` = the measured state, `chunk` = the chunk's first sample at rest "
+        "(only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
+    bridge_ack_timeout_s: float = param(
+        "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
+        "published counts as refused, and the next one stitches onto what the bridge executes instead (s)", 0.2,
+        min=0.0)
     execute_action: str = param(
         "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")
@@ -91,13 +99,18 @@ class StitcherNode(Node):
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
         self.counts = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0, "reanchored": 0,
-                       "bad_joint_states": 0, "clamped_samples": 0, "clock_resets": 0}
+                       "bad_joint_states": 0, "clamped_samples": 0, "clock_resets": 0, "bad_active_trajectories": 0}
         self._joints = JointSelector(self.cfg.joint_names)
         ignored = set(self.node_cfg.reanchor_ignore_joints)
         self._reanchor_cols = np.array([i for i in self.stitcher._cidx if self.cfg.joint_names[i] not in ignored],
                                        dtype=int)
         self._joint_problem = None  # the last joint_states problem reported (None: the last message was good)
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
+        # initial_state bridge: what the bridge executes (config order, our epoch), whether it is the trajectory
+        # we published last, and (stamp ns, published at) of that one.
+        self._executing: Trajectory | None = None
+        self._executing_ours = False
+        self._sent: tuple[int, float] | None = None
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
                               f"{len(self.cfg.joint_names)} joints")
@@ -105,6 +118,8 @@ class StitcherNode(Node):
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, SENSOR_QOS)
+        if self.node_cfg.initial_state == InitialState.BRIDGE:
+            self.create_subscription(JointTrajectory, "active_trajectory", self._on_active_trajectory, LATCHED_QOS)
         # Goals go out from a sender thread (ActionCall blocks until accepted); only the newest
         # trajectory is worth sending, so a pending one is replaced, never queued.
         name = self.node_cfg.execute_action
@@ -140,6 +155,19 @@ class StitcherNode(Node):
             q, v = (q - np.asarray(self.node_cfg.state_offset, dtype=float)) * scale, v * scale
         self._measured = (self._now_s(), q, v)
 
+    def _on_active_trajectory(self, msg: JointTrajectory) -> None:
+        """The bridge's trajectory in force (what it executes from the stamp on), in stack units."""
+        try:
+            traj = trajectory_from_msg(msg, self._epoch_ns).reordered(self.cfg.joint_names)
+        except TrajectoryError as exc:  # never stitched onto: reported
+            self.counts["bad_active_trajectories"] += 1
+            self.diag.report("bridge", ERROR, f"rejected active_trajectory: {exc}", now=True,
+                             rejected=self.counts["bad_active_trajectories"])
+            return
+        sent = self._sent
+        self._executing = traj
+        self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
+
     def _on_clock_reset(self) -> None:
         """ROS time went back (simulator reset or restart): the active trajectory, the measured state and any
         goal not yet sent belong to the old world; drop them, so the next chunk starts from fresh joint_states
@@ -148,6 +176,7 @@ class StitcherNode(Node):
         self._measured = None
         self._pending = None
         self._refused = None
+        self._executing, self._executing_ours, self._sent = None, False, None
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self.counts["clock_resets"] += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the active trajectory and the "
@@ -166,10 +195,36 @@ class StitcherNode(Node):
                 return None  # process() rejects the chunk with the reason
             q0 = chunk.positions[0][[chunk.joint_names.index(j) for j in self.cfg.joint_names]]
             return q0, np.zeros_like(q0), np.zeros_like(q0)
+        if self._executing is not None:  # initial_state bridge: where the bridge's reference will be
+            q, v, a = self._executing.sample(np.array([now_s + self.cfg.command_latency_s]))
+            return q[0], v[0], a[0]
         if self._measured is None or now_s - self._measured[0] > self.node_cfg.joint_state_timeout_s:
             return None
         _, q, v = self._measured
         return q, v, np.zeros_like(q)  # joint_states carry no acceleration
+
+    def _follow_bridge(self, now_s: float) -> None:
+        """initial_state bridge: stitch onto what the bridge executes. When that is not the trajectory we published
+        last and ours was refused (aborted goal) or is not reported within `bridge_ack_timeout_s`, the bridge's
+        trajectory in force becomes the one to stitch onto."""
+        e = self._executing
+        refused, self._refused = self._refused, None
+        if self._executing_ours or self.stitcher.active is e:
+            return
+        sent = self._sent
+        if not refused and sent is not None and now_s - sent[1] <= self.node_cfg.bridge_ack_timeout_s:
+            return  # ours is still on its way to the bridge
+        self.stitcher.adopt(e)
+        if sent is None:
+            return  # nothing of ours yet: the bridge's hold is the start, nothing to report
+        why = (f"the bridge refused the last trajectory ({refused})" if refused else
+               f"the bridge did not report our last trajectory within bridge_ack_timeout_s "
+               f"({self.node_cfg.bridge_ack_timeout_s} s): refused")
+        self._sent = None
+        self.counts["reanchored"] += 1
+        self.get_logger().warning(f"stitching onto what the bridge executes: {why}")
+        self.diag.report("tracking", WARN, f"stitching onto what the bridge executes: {why}", now=True,
+                         **self.counts)
 
     def _reanchor(self, now_s: float) -> None:
         """Forget the active trajectory when the robot is not executing it: the bridge refused or aborted
@@ -199,7 +254,9 @@ class StitcherNode(Node):
     def _on_chunk(self, msg: ActionChunk) -> None:
         self.counts["chunks"] += 1
         now_s = self._now_s()
-        if self.node_cfg.initial_state == "joint_states":
+        if self._executing is not None:
+            self._follow_bridge(now_s)
+        elif self.node_cfg.initial_state != "chunk":
             self._reanchor(now_s)
         try:
             stamp_s = (stamp_to_ns(msg.header.stamp) - self._epoch_ns) * 1e-9
@@ -219,6 +276,8 @@ class StitcherNode(Node):
         self.counts["fallbacks"] += result.status is StitchStatus.FALLBACK
         self.counts["clamped_samples"] += result.clamped_samples
         out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=self.node_cfg.point_lead_s)
+        self._sent = (stamp_to_ns(out.header.stamp), now_s)
+        self._executing_ours = False
         self.pub.publish(out)
         self.counts["published"] += 1
         self._send_to_bridge(out)

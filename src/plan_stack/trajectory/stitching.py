@@ -213,6 +213,13 @@ class Stitcher:
         """Forget the active trajectory (the next chunk starts from a measured state)."""
         self._active = None
 
+    def adopt(self, traj: Trajectory | None) -> None:
+        """Stitch the next chunk onto `traj` (config joint order, any point times): what the robot executes
+        when that is not the trajectory emitted last (the controller refused it). None = `reset`."""
+        if traj is not None and traj.joint_names != self.cfg.joint_names:
+            raise TrajectoryError(f"joint_names: expected {list(self.cfg.joint_names)}, got {list(traj.joint_names)}")
+        self._active = traj
+
     # --- input ------------------------------------------------------------------
 
     def validate(self, chunk: Chunk, now_s: float) -> tuple[np.ndarray, int]:
