@@ -325,3 +325,35 @@ def test_gripper_samples_past_their_range_saturate_and_arm_samples_are_rejected(
                 s.level == DiagnosticStatus.WARN and "position_limits" in s.message and " b " in s.message
                 for s in peer.diags), 10.0)
             assert len(peer.trajs) == 1
+
+
+def test_a_malformed_active_trajectory_is_never_stitched_onto():
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from plan_stack.ros.qos import LATCHED_QOS
+
+    with ros_context() as ctx:
+        node = _node(ctx, initial_state="bridge")
+        peer = _Peer(context=ctx)
+        pub = peer.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: pub.get_subscription_count() > 0, 20.0)
+            bad = [JointTrajectory(joint_names=NAMES[:3], points=[JointTrajectoryPoint(positions=[0.0] * 3)]),
+                   JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=[0.0, np.nan, 0.0, 0.0])])]
+            for msg in bad:
+                msg.header.stamp = peer.get_clock().now().to_msg()
+                pub.publish(msg)
+                assert spin_until(ex, lambda n=len(bad): node.counts["bad_active_trajectories"] >= 1, 15.0)
+            assert spin_until(ex, lambda: node.counts["bad_active_trajectories"] == 2, 15.0)
+            assert node._executing is None
+            # nothing reported and no joint_states: a chunk is refused, never turned into motion
+            peer.chunks.publish(peer.chunk(_reference()))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert not peer.trajs
+            good = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=[0.1, 0.0, -0.2, 0.0])])
+            good.header.stamp = peer.get_clock().now().to_msg()
+            pub.publish(good)
+            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            peer.chunks.publish(peer.chunk(_reference()))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            np.testing.assert_allclose(peer.trajs[0].points[0].positions, [0.1, 0.0, -0.2, 0.0], atol=1e-12)
