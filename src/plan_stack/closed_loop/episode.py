@@ -9,6 +9,11 @@ into the next, and a crashed episode cannot poison the others. The cost is
 the start-up (process imports and model loads, tens of seconds on a loaded
 machine), paid outside sim time: the stack nodes are started first, and the
 simulator only once every stack node answers its parameter service.
+Each bring-up runs in a session and process group of its own and gets SIGTERM
+from the kernel when the runner dies (`child_processes.die_with_parent`), and
+the bring-ups pass the same to their node processes: a runner killed in any
+way (SIGKILL included) leaves no node behind; a normal stop ends with SIGKILL
+to what is left of each group.
 
 The config is `config/<robot>.yaml` with: the simulator's `seed`,
 `real_time_factor` and pacing leads (`plan_stack.embodiments.pacing`), the
@@ -39,6 +44,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from plan_stack.child_processes import die_with_parent, kill_group
 from plan_stack.closed_loop.criterion import EpisodeSignals, done_early, judge
 from plan_stack.closed_loop.latency import LatencyLog
 from plan_stack.stamps import sec_nanosec_to_s
@@ -145,8 +151,10 @@ class _Graph:
         log = open(self.log_dir / f"{label}.log", "w")
         self._logs.append(log)
         cmd = ["nice", "-n", str(self.nice), sys.executable, "-m", "plan_stack.bringup", str(self.cfg_path), *extra]
+        # Its own session and process group (stopped as one), and SIGTERM from the kernel if this runner dies,
+        # however it dies (SIGKILL included): no node process outlives the run.
         self.procs[label] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                                             start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
 
     def start_stack(self) -> None:
         if self.stack_names:
@@ -162,6 +170,7 @@ class _Graph:
         return None
 
     def stop(self) -> None:
+        """SIGINT to each bring-up (it stops its nodes), then SIGKILL to whatever is left of its group."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
@@ -170,8 +179,9 @@ class _Graph:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+                pass
+            kill_group(p.pid)  # the group leader's pid is the group id (start_new_session)
+            p.wait()
         for log in self._logs:
             log.close()
 
