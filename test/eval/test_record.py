@@ -132,8 +132,8 @@ def test_a_best_effort_topic_known_first_from_its_subscribers_is_recorded(tmp_pa
             cam = sim.create_publisher(Image, "cameras/cam_high/image_raw", SENSOR_QOS)
             status = sim.create_publisher(String, "status", RELIABLE_QOS)  # reliable first ...
             img = Image(height=2, width=2, encoding="rgb8", step=6, data=bytes(range(12)))
-            assert spin_until(ex, lambda: (cam.publish(img), rec.received.get("/cameras/cam_high/image_raw", 0) >= 3)[1],
-                              20.0)
+            topic = "/cameras/cam_high/image_raw"
+            assert spin_until(ex, lambda: (cam.publish(img), rec.received.get(topic, 0) >= 3)[1], 20.0)
             assert spin_until(ex, lambda: (status.publish(String(data="r")), rec.received.get("/status", 0) >= 1)[1],
                               20.0)
             late = sim.create_publisher(String, "status", SENSOR_QOS)  # ... then a best-effort publisher joins

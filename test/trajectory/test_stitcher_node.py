@@ -340,10 +340,10 @@ def test_a_malformed_active_trajectory_is_never_stitched_onto():
             assert spin_until(ex, lambda: pub.get_subscription_count() > 0, 20.0)
             bad = [JointTrajectory(joint_names=NAMES[:3], points=[JointTrajectoryPoint(positions=[0.0] * 3)]),
                    JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=[0.0, np.nan, 0.0, 0.0])])]
-            for msg in bad:
+            for k, msg in enumerate(bad, 1):
                 msg.header.stamp = peer.get_clock().now().to_msg()
                 pub.publish(msg)
-                assert spin_until(ex, lambda n=len(bad): node.counts["bad_active_trajectories"] >= 1, 15.0)
+                assert spin_until(ex, lambda k=k: node.counts["bad_active_trajectories"] >= k, 15.0)
             assert spin_until(ex, lambda: node.counts["bad_active_trajectories"] == 2, 15.0)
             assert node._executing is None
             # nothing reported and no joint_states: a chunk is refused, never turned into motion

@@ -29,8 +29,8 @@ from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg
-from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
