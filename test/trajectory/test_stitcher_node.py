@@ -357,3 +357,40 @@ def test_a_malformed_active_trajectory_is_never_stitched_onto():
             peer.chunks.publish(peer.chunk(_reference()))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             np.testing.assert_allclose(peer.trajs[0].points[0].positions, [0.1, 0.0, -0.2, 0.0], atol=1e-12)
+
+
+def test_after_the_bridge_reported_ours_a_later_hold_is_stitched_onto_without_a_refusal():
+    """The bridge echoes our trajectory (accepted), later puts a hold in force (its watchdog after the end, a
+    cancel's stop): the next trajectory starts from that hold and nothing counts as refused."""
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from plan_stack.ros.qos import LATCHED_QOS
+
+    with ros_context() as ctx:
+        node = _node(ctx, initial_state="bridge")
+        peer = _Peer(context=ctx)
+        pub = peer.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
+
+        def hold(q):
+            msg = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=list(q))])
+            msg.header.stamp = peer.get_clock().now().to_msg()
+            pub.publish(msg)
+
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: pub.get_subscription_count() > 0 and peer.chunks.get_subscription_count()
+                              > 0, 20.0)
+            ref = _reference()
+            hold(ref[0])
+            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            pub.publish(peer.trajs[0])  # the bridge reports ours: accepted
+            assert spin_until(ex, lambda: node._acked, 15.0)
+            stop_at = ref[0] + np.array([0.05, -0.02, 0.01, 0.0])
+            hold(stop_at)  # then something else is in force
+            assert spin_until(ex, lambda: not node._executing_ours, 15.0)
+            spin_until(ex, lambda: False, 0.3)  # beyond bridge_ack_timeout_s
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            np.testing.assert_allclose(peer.trajs[1].points[0].positions, stop_at, atol=1e-12)
+            assert node.counts["reanchored"] == 0

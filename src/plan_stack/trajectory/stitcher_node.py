@@ -111,6 +111,7 @@ class StitcherNode(Node):
         self._executing: Trajectory | None = None
         self._executing_ours = False
         self._sent: tuple[int, float] | None = None
+        self._acked = False  # the bridge has reported the trajectory we published last
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
                               f"{len(self.cfg.joint_names)} joints")
@@ -172,6 +173,7 @@ class StitcherNode(Node):
         sent = self._sent
         self._executing = traj
         self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
+        self._acked = self._acked or self._executing_ours
 
     def _on_clock_reset(self) -> None:
         """ROS time went back (simulator reset or restart): the active trajectory, the measured state and any
@@ -220,8 +222,10 @@ class StitcherNode(Node):
         if not refused and sent is not None and now_s - sent[1] <= self.node_cfg.bridge_ack_timeout_s:
             return  # ours is still on its way to the bridge
         self.stitcher.adopt(e)
-        if sent is None:
-            return  # nothing of ours yet: the bridge's hold is the start, nothing to report
+        if sent is None or (self._acked and not refused):
+            # nothing of ours yet, or ours ran and the bridge has moved on (the watchdog's hold after its end,
+            # a cancel's stop): its trajectory in force is the start, nothing refused
+            return
         why = (f"the bridge refused the last trajectory ({refused})" if refused else
                f"the bridge did not report our last trajectory within bridge_ack_timeout_s "
                f"({self.node_cfg.bridge_ack_timeout_s} s): refused")
@@ -282,7 +286,7 @@ class StitcherNode(Node):
         self.counts["clamped_samples"] += result.clamped_samples
         out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=self.node_cfg.point_lead_s)
         self._sent = (stamp_to_ns(out.header.stamp), now_s)
-        self._executing_ours = False
+        self._executing_ours = self._acked = False
         self.pub.publish(out)
         self.counts["published"] += 1
         self._send_to_bridge(out)
