@@ -115,7 +115,9 @@ def test_after_a_refused_trajectory_the_next_starts_where_the_bridge_holds():
 
             # The next chunk: stitched onto what the bridge executes (the first trajectory), not onto the
             # refused one, and accepted.
-            spin_until(ex, lambda: False, 0.3)  # beyond bridge_ack_timeout_s
+            # no report of the refused one within the acknowledgement timeout (bridge_ack_timeout_s, or twice the
+            # slowest report so far on a loaded machine)
+            assert spin_until(ex, lambda: stitcher._now_s() - stitcher._sent[1] > stitcher._ack_timeout_s(), 20.0)
             peer.chunks.publish(peer.chunk(slow + 0.02 * ramp * np.eye(len(JOINT_NAMES))[WAIST]))
             assert spin_until(ex, lambda: len(peer.trajs) == 3 and peer.executing(peer.trajs[2]), 20.0)
             third = peer.trajs[2]

@@ -7,6 +7,7 @@ failed stitch publishes nothing: the trajectory already sent stays in force.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import threading
@@ -35,6 +36,9 @@ from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchS
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
+#: Reports of our trajectories by the bridge whose delays set the acknowledgement timeout.
+_ACK_HISTORY = 20
+
 
 class InitialState(enum.StrEnum):
     BRIDGE = "bridge"
@@ -51,8 +55,8 @@ class StitcherNodeConfig:
         "(only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
     bridge_ack_timeout_s: float = param(
         "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
-        "published counts as refused, and the next one stitches onto what the bridge executes instead (s)", 0.2,
-        min=0.0)
+        "published (or twice the slowest of the last 20 reports, if longer) counts as refused, and the next one "
+        "stitches onto what the bridge executes instead (s)", 0.2, min=0.0)
     execute_action: str = param(
         "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")
@@ -112,6 +116,7 @@ class StitcherNode(Node):
         self._executing_ours = False
         self._sent: tuple[int, float] | None = None
         self._acked = False  # the bridge has reported the trajectory we published last
+        self._ack_delays: collections.deque[float] = collections.deque(maxlen=_ACK_HISTORY)
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
                               f"{len(self.cfg.joint_names)} joints")
@@ -173,6 +178,8 @@ class StitcherNode(Node):
         sent = self._sent
         self._executing = traj
         self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
+        if self._executing_ours and not self._acked:
+            self._ack_delays.append(self._now_s() - sent[1])
         self._acked = self._acked or self._executing_ours
 
     def _on_clock_reset(self) -> None:
@@ -210,6 +217,11 @@ class StitcherNode(Node):
         _, q, v = self._measured
         return q, v, np.zeros_like(q)  # joint_states carry no acceleration
 
+    def _ack_timeout_s(self) -> float:
+        """`bridge_ack_timeout_s`, or twice the slowest of the recent reports when a loaded machine makes the
+        bridge slower than that (a late report must not be taken for a refusal)."""
+        return max(self.node_cfg.bridge_ack_timeout_s, 2.0 * max(self._ack_delays, default=0.0))
+
     def _follow_bridge(self, now_s: float) -> None:
         """initial_state bridge: stitch onto what the bridge executes. When that is not the trajectory we published
         last and ours was refused (aborted goal) or is not reported within `bridge_ack_timeout_s`, the bridge's
@@ -219,7 +231,7 @@ class StitcherNode(Node):
         if self._executing_ours or self.stitcher.active is e:
             return
         sent = self._sent
-        if not refused and sent is not None and now_s - sent[1] <= self.node_cfg.bridge_ack_timeout_s:
+        if not refused and not self._acked and sent is not None and now_s - sent[1] <= self._ack_timeout_s():
             return  # ours is still on its way to the bridge
         self.stitcher.adopt(e)
         if sent is None or (self._acked and not refused):
@@ -227,8 +239,8 @@ class StitcherNode(Node):
             # a cancel's stop): its trajectory in force is the start, nothing refused
             return
         why = (f"the bridge refused the last trajectory ({refused})" if refused else
-               f"the bridge did not report our last trajectory within bridge_ack_timeout_s "
-               f"({self.node_cfg.bridge_ack_timeout_s} s): refused")
+               f"the bridge did not report our last trajectory within {self._ack_timeout_s():.3f} s "
+               f"(bridge_ack_timeout_s, or twice its slowest recent report): refused")
         self._sent = None
         self.counts["reanchored"] += 1
         self.get_logger().warning(f"stitching onto what the bridge executes: {why}")
