@@ -76,6 +76,10 @@ STOP_TIMEOUT_S = 20.0
 #: Slack on the measured joint state before it counts as outside its URDF limit (rad, rad/s factor).
 STATE_POSITION_SLACK = 0.01
 STATE_VELOCITY_FACTOR = 1.1
+#: The stitcher's diagnostic counters copied into the row as `stitcher_<name>` (None: never reported):
+#: chunks it rejected (e.g. arm samples beyond the position range), reference samples it clamped (grippers
+#: past their end stops), and how often it stitched onto what the bridge executes after a refusal.
+_STITCHER_COUNTERS = ("rejected", "clamped_samples", "reanchored", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,6 +309,7 @@ class _Monitor:
                            bridge_rejections=0, trajectory_limit_violations=0, state_limit_violations=0)
         self.first_violation: str | None = None
         self.first_rejection: str | None = None
+        self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
@@ -455,6 +460,12 @@ class _Monitor:
             if s.name.startswith(f"{self.setup.sim}: safety") and s.level == DiagnosticStatus.ERROR:
                 with self.lock:
                     self.sig.safety_faults += 1
+            elif s.name.startswith("stitcher: "):
+                found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
+                         and kv.value.isdigit()}
+                with self.lock:
+                    for key, value in found.items():  # counters only grow: keep the largest seen
+                        self.stitcher_counts[key] = max(value, self.stitcher_counts.get(key, 0))
 
     # --- helpers --------------------------------------------------------------------
 
@@ -513,6 +524,8 @@ class _Monitor:
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
+        with self.lock:
+            out.update({f"stitcher_{k}": self.stitcher_counts.get(k) for k in _STITCHER_COUNTERS})
         if self.opts.robot == "aloha":
             out["max_reward"] = max_reward
         out.update(self.lat.summary())
