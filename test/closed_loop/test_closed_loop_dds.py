@@ -31,6 +31,9 @@ def test_learned_stack_moves_the_robot_within_limits(tmp_path):
     assert row["bridge_commands"] >= 2  # the start-up hold, then at least one followed trajectory
     assert row["joint_travel_rad"] > 0.01, row
     assert row["e2e_latency_p50_ms"] is not None and row["e2e_latency_p50_ms"] > 0
+    # the stitcher's own counters reach the row (chunks it refused, samples it clamped, ...)
+    assert row["stitcher_rejected"] is not None and row["stitcher_clamped_samples"] is not None, row
+    assert row["stitcher_rejected"] <= row["chunks"]
     # the demo's bag: the best-effort camera streams are recorded (the recorder matches the publishers' QoS)
     from plan_stack.viz.bag import bag_connections, camera_of_topic, read_messages
 
