@@ -361,8 +361,8 @@ class _Monitor:
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
         elif self.opts.robot == "franka":
             n.create_subscription(Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)
-        else:
-            n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
+        # the drive simulator's safety faults; every robot's stitcher counters
+        n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
 
     def _count(self, key: str, k: int = 1) -> None:
         with self.lock:
