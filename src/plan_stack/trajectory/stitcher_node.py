@@ -190,7 +190,7 @@ class StitcherNode(Node):
         self._measured = None
         self._pending = None
         self._refused = None
-        self._executing, self._executing_ours, self._sent = None, False, None
+        self._executing, self._executing_ours, self._sent, self._acked = None, False, None, False
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self.counts["clock_resets"] += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the active trajectory and the "
