@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from plan_stack.child_processes import die_with_parent
 from plan_stack.config import ConfigError
 from plan_stack.executables import NODE_CLASSES
 from plan_stack.paths import find_data
@@ -113,7 +114,8 @@ class _Child:
         self.restart_at: float | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.cmd, env=os.environ.copy())
+        # SIGTERM when the bring-up dies (even by SIGKILL): a node never outlives it
+        self.proc = subprocess.Popen(self.cmd, env=os.environ.copy(), preexec_fn=die_with_parent(signal.SIGTERM))
         self.started = time.monotonic()
         self.restart_at = None
 

@@ -32,3 +32,61 @@ def test_header_stamp_from_serialised_messages():
     assert header_stamp_ns(serialize_message(msg)) == 12_000_000_345
     with pytest.raises(ValueError):
         header_stamp_ns(b"\x00\x01")
+
+
+def _alive(procs) -> list:
+    import psutil
+
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_killed_runner_leaves_no_node_process(tmp_path, sig):
+    """run-episodes killed while its graph starts (SIGKILL: no clean-up runs at all): every bring-up and node
+    process it started ends within seconds instead of living on under init."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    runner = subprocess.Popen([sys.executable, "-m", "plan_stack.cli", "run-episodes", "--robot", "aloha",
+                               "--seeds", "1", "--time-limit", "1", "--json", str(tmp_path / "rows.json")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    me = psutil.Process(runner.pid)
+    try:
+        deadline = time.monotonic() + 120.0
+        seen: dict[int, psutil.Process] = {}
+        # wait for the bring-up's node processes (grandchildren of the runner)
+        while time.monotonic() < deadline:
+            for p in me.children(recursive=True):
+                seen.setdefault(p.pid, p)
+            if any(p.ppid() != runner.pid for p in _alive(seen.values())) and len(_alive(seen.values())) >= 4:
+                break
+            assert runner.poll() is None, "the runner exited by itself"
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no node processes within 120 s: {[p.cmdline() for p in _alive(seen.values())]}")
+        for p in me.children(recursive=True):
+            seen.setdefault(p.pid, p)
+        runner.send_signal(getattr(signal, sig))
+        runner.wait(timeout=60.0)
+        deadline = time.monotonic() + 30.0
+        while _alive(seen.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _alive(seen.values())
+        assert not left, f"still running after the runner died: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        for p in _alive(seen.values()) if "seen" in locals() else []:
+            p.kill()

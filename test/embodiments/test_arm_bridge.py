@@ -165,3 +165,14 @@ def test_a_measurement_beyond_a_limit_by_more_than_the_range_is_implausible():
     why = b.implausible_state(np.array([0.0, 1e300]))
     assert why is not None and why.startswith("position of b (1e+300) lies beyond its limits")
     assert b.implausible_state(np.array([-6.01, 0.0])) is not None
+
+
+def test_hold_is_the_reference_in_force_without_a_command():
+    """What the bridge reports executing before any command: its reference (the first measured state) at rest."""
+    assert ArmBridge(NAMES, LIMITS, SETTINGS, np.array([True, True]), np.array([0.05, 0.05])).hold(1.0) is None
+    b = _bridge(q0=(0.2, -0.1))
+    hold = b.hold(1.0)
+    assert hold.joint_names == NAMES and hold.stamp_s == 1.0 and hold.times_s.tolist() == [0.0]
+    assert hold.positions.tolist() == [[0.2, -0.1]]
+    b.accept(_move([0.3, 0.1]), 1.0)
+    assert b.hold(3.0).positions[0] == pytest.approx([0.3, 0.1])  # after the command: where it came to rest

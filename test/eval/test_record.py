@@ -108,3 +108,39 @@ def test_record_refuses_an_existing_bag(tmp_path):
     res = subprocess.run([sys.executable, "-m", "plan_stack.cli", "record", "--out", str(tmp_path / "bag")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "already exists" in res.stderr
+
+
+def test_a_best_effort_topic_known_first_from_its_subscribers_is_recorded(tmp_path):
+    """The closed-loop demo's order: the stack subscribes to the cameras, then the recorder starts, then the
+    simulator publishes them best effort. The recorder waits for a publisher to match its QoS (it used to
+    subscribe reliable at once and receive nothing), and a reliable subscription is redone best effort when a
+    best-effort publisher joins later."""
+    from plan_stack.data.bags import SplitBagWriter
+    from plan_stack.eval.record import RecorderNode
+    from plan_stack.ros.testing import spin_until
+    from plan_stack.viz.bag import plan_typestore
+
+    with ros_context() as ctx:
+        stack = Node("record_test_stack", context=ctx)
+        stack.create_subscription(Image, "cameras/cam_high/image_raw", lambda m: None, SENSOR_QOS)
+        writer = SplitBagWriter(tmp_path / "bag", plan_typestore())
+        rec = RecorderNode(writer, None, context=ctx)
+        sim = Node("record_test_sim", context=ctx)
+        with executor_with(ctx, stack, rec, sim) as ex:
+            spin_until(ex, lambda: False, 0.5)  # the recorder's discovery sees the topic, without publishers
+            assert "/cameras/cam_high/image_raw" not in rec._subs
+            cam = sim.create_publisher(Image, "cameras/cam_high/image_raw", SENSOR_QOS)
+            status = sim.create_publisher(String, "status", RELIABLE_QOS)  # reliable first ...
+            img = Image(height=2, width=2, encoding="rgb8", step=6, data=bytes(range(12)))
+            topic = "/cameras/cam_high/image_raw"
+            assert spin_until(ex, lambda: (cam.publish(img), rec.received.get(topic, 0) >= 3)[1], 20.0)
+            assert spin_until(ex, lambda: (status.publish(String(data="r")), rec.received.get("/status", 0) >= 1)[1],
+                              20.0)
+            late = sim.create_publisher(String, "status", SENSOR_QOS)  # ... then a best-effort publisher joins
+            n = rec.received["/status"]
+            assert spin_until(ex, lambda: (late.publish(String(data="b")),
+                                           rec.received["/status"] >= n + 3)[1], 20.0)
+        rec.close()
+        stack.destroy_node()
+        sim.destroy_node()
+    assert len(read_bag(tmp_path / "bag", ["/cameras/cam_high/image_raw"])["/cameras/cam_high/image_raw"]) >= 3

@@ -65,3 +65,18 @@ def test_check_tolerates_round_off_only():
     v[2] = 1.0 + 1e-6
     assert not check_limits(DT, q, v, a, lim).ok
     assert check_limits(DT, q, v, a, lim, rtol=1e-5).margin == pytest.approx(-1e-6)
+
+
+def test_exact_range_joints_are_the_stitchers_saturate_joints():
+    """End-stop joints keep the bridge's exact range and are saturated (clamped) by the stitcher."""
+    from plan_stack.trajectory.limits import LimitRule, LimitsError
+
+    bridge = Limits.for_joints(("a", "g"), [-1.0, 0.0], [1.0, 1.0], [2.0, 5.0], [10.0, 40.0])
+    out = LimitRule(exact_range_joints=("g",)).stitcher_limits(bridge, ("a", "g"))
+    assert out["saturate_joints"] == ("g",) and out["q_max"][1] == 1.0
+    assert "saturate_joints" not in LimitRule().stitcher_limits(bridge, ("a", "g"))
+    with pytest.raises(LimitsError, match="exact_range_joints: \\['gg'\\] not in"):
+        LimitRule(exact_range_joints=("gg",)).stitcher_limits(bridge, ("a", "g"))
+    unbounded = Limits.for_joints(("a", "g"), [-np.inf, 0.0], [np.inf, 1.0], [2.0, 5.0], [10.0, 40.0])
+    with pytest.raises(LimitsError, match="need a position range"):
+        LimitRule(exact_range_joints=("g",)).stitcher_limits(unbounded, ("a", "g"))

@@ -167,7 +167,8 @@ def _node(ctx, **params):
     # generous state timeout: a loaded machine may take a while between a state and the next chunk
     base = dict(joint_names=NAMES, discrete_joints=["grip"], diagnostics_period_s=0.2, joint_state_timeout_s=5.0)
     base.update(params)
-    return StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+    return StitcherNode(context=ctx, parameter_overrides=[
+        Parameter(k, value=v) for k, v in base.items() if v is not None])  # None: the default
 
 
 def test_measured_joints_far_from_the_active_trajectory_re_anchor_the_next_one():
@@ -288,3 +289,108 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
             after = peer.trajs[1]
             assert after.header.stamp.sec == 1
             np.testing.assert_allclose(after.points[0].positions[:3], moved[:3], atol=1e-12)
+
+
+def test_gripper_samples_past_their_range_saturate_and_arm_samples_are_rejected():
+    """A gripper commanded 0.18 past fully open is clamped and counted (`clamped` in /diagnostics);
+    an arm joint as far out drops the chunk with a WARN."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    with ros_context() as ctx:
+        node = _node(ctx, discrete_joints=None, v_max=[2.0, 2.0, 2.0, 5.0], q_min=[-1.0, -1.0, -1.0, 0.0],
+                     q_max=[1.0, 1.0, 1.0, 1.0], saturate_joints=["grip"])
+        peer = _Peer(context=ctx)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0, 20.0)
+            ref = _reference()
+            ref[:, 3] = 0.5 + 0.68 * np.sin(2 * np.pi * np.arange(H) * DT / 1.2)  # 0.18 beyond [0, 1]
+            beyond = int(np.count_nonzero((ref[:, 3] > 1.0) | (ref[:, 3] < 0.0)))
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            grip = [p.positions[3] for p in peer.trajs[0].points]
+            assert min(grip) >= 0.0 and max(grip) <= 1.0
+            assert node.counts["clamped_samples"] > 0 and node.counts["clamped_samples"] <= beyond
+            assert spin_until(ex, lambda: any(
+                s.name == "stitcher: solve" and any(kv.key == "clamped" and int(kv.value) > 0 for kv in s.values)
+                for s in peer.diags), 10.0)
+
+            arm = ref.copy()
+            arm[:, 3] = 0.5
+            arm[:, 1] = 1.18
+            peer.chunks.publish(peer.chunk(arm))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert spin_until(ex, lambda: any(
+                s.level == DiagnosticStatus.WARN and "position_limits" in s.message and " b " in s.message
+                for s in peer.diags), 10.0)
+            assert len(peer.trajs) == 1
+
+
+def test_a_malformed_active_trajectory_is_never_stitched_onto():
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from plan_stack.ros.qos import LATCHED_QOS
+
+    with ros_context() as ctx:
+        node = _node(ctx, initial_state="bridge")
+        peer = _Peer(context=ctx)
+        pub = peer.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: pub.get_subscription_count() > 0, 20.0)
+            bad = [JointTrajectory(joint_names=NAMES[:3], points=[JointTrajectoryPoint(positions=[0.0] * 3)]),
+                   JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=[0.0, np.nan, 0.0, 0.0])])]
+            for k, msg in enumerate(bad, 1):
+                msg.header.stamp = peer.get_clock().now().to_msg()
+                pub.publish(msg)
+                assert spin_until(ex, lambda k=k: node.counts["bad_active_trajectories"] >= k, 15.0)
+            assert spin_until(ex, lambda: node.counts["bad_active_trajectories"] == 2, 15.0)
+            assert node._executing is None
+            # nothing reported and no joint_states: a chunk is refused, never turned into motion
+            peer.chunks.publish(peer.chunk(_reference()))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert not peer.trajs
+            good = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=[0.1, 0.0, -0.2, 0.0])])
+            good.header.stamp = peer.get_clock().now().to_msg()
+            pub.publish(good)
+            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            peer.chunks.publish(peer.chunk(_reference()))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            np.testing.assert_allclose(peer.trajs[0].points[0].positions, [0.1, 0.0, -0.2, 0.0], atol=1e-12)
+
+
+def test_after_the_bridge_reported_ours_a_later_hold_is_stitched_onto_without_a_refusal():
+    """The bridge echoes our trajectory (accepted), later puts a hold in force (its watchdog after the end, a
+    cancel's stop): the next trajectory starts from that hold and nothing counts as refused."""
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from plan_stack.ros.qos import LATCHED_QOS
+
+    with ros_context() as ctx:
+        node = _node(ctx, initial_state="bridge")
+        peer = _Peer(context=ctx)
+        pub = peer.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
+
+        def hold(q):
+            msg = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=list(q))])
+            msg.header.stamp = peer.get_clock().now().to_msg()
+            pub.publish(msg)
+
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: pub.get_subscription_count() > 0 and peer.chunks.get_subscription_count()
+                              > 0, 20.0)
+            ref = _reference()
+            hold(ref[0])
+            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+            pub.publish(peer.trajs[0])  # the bridge reports ours: accepted
+            assert spin_until(ex, lambda: node._acked, 15.0)
+            stop_at = ref[0] + np.array([0.05, -0.02, 0.01, 0.0])
+            hold(stop_at)  # then something else is in force
+            assert spin_until(ex, lambda: not node._executing_ours, 15.0)
+            spin_until(ex, lambda: False, 0.3)  # beyond bridge_ack_timeout_s
+            peer.chunks.publish(peer.chunk(ref))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            np.testing.assert_allclose(peer.trajs[1].points[0].positions, stop_at, atol=1e-12)
+            assert node.counts["reanchored"] == 0

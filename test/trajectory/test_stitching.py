@@ -132,7 +132,7 @@ def test_samples_just_beyond_a_position_limit_are_held_there_and_counted(backend
     res = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (ref[0], np.zeros(4), np.zeros(4)))
     assert res.status is StitchStatus.OK
     assert res.clamped_samples == int(np.count_nonzero(ref[:, 1] > 1.0)) > 0
-    assert any("held at the limit" in m for m in res.messages)
+    assert any("clamped to the limit" in m for m in res.messages)
     assert res.trajectory.positions[:, 1].max() <= 1.0
     inside = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0)
     assert inside.clamped_samples == 0
@@ -350,15 +350,33 @@ def test_discrete_joints_take_position_limits_when_they_list_every_joint():
         s.process(Chunk(0.0, NAMES, DT, ref), 0.0)
 
 
-def test_a_start_from_the_measured_state_is_due_measured_start_lead_s_later():
-    """The controller joins its present reference to the first sample; that join must not be a spike."""
-    state = (np.zeros(4), np.zeros(4), np.zeros(4))
-    s = Stitcher(_cfg(measured_start_lead_s=0.1))
-    first = s.process(Chunk(0.0, NAMES, DT, _ref(40)), 0.0, state)
-    assert first.trajectory.t0_s == pytest.approx(0.1) and first.trimmed_steps == 5
-    # stitched onto our own trajectory (the controller's reference): no extra lead
-    second = s.process(Chunk(0.04, NAMES, DT, _ref(40)), 0.04)
-    assert second.trajectory.t0_s == pytest.approx(0.04)
+@pytest.mark.parametrize("discrete", [False, True])
+def test_saturate_joints_are_clamped_however_far_out_and_other_joints_still_reject(discrete):
+    """A gripper commanded 0.19 past fully open saturates (clamped, counted); an arm joint 0.19 out rejects."""
+    extra = dict(discrete_rate=10.0) if discrete else dict(discrete_joints=(), v_max=(2.0, 2.0, 2.0, 5.0))
+    s = Stitcher(_cfg(q_min=(-1.0, -1.0, -1.0, 0.0), q_max=(1.0, 1.0, 1.0, 1.0), saturate_joints=("grip",),
+                      **extra))
+    ref = _ref(60)
+    # the head's gripper output: up to 0.19 beyond [0, 1] on both sides
+    ref[:, 3] = 0.5 + 0.69 * np.sin(2 * np.pi * np.arange(60) * DT / 1.2)
+    res = s.process(Chunk(0.0, NAMES, DT, ref), 0.0, (np.r_[ref[0, :3], 0.5], np.zeros(4), np.zeros(4)))
+    assert res.status is StitchStatus.OK
+    assert res.clamped_samples == int(np.count_nonzero((ref[:, 3] > 1.0) | (ref[:, 3] < 0.0))) > 0
+    assert any("clamped to the limit" in m for m in res.messages)
+    q = res.trajectory.positions[:, 3]
+    assert q.min() >= 0.0 and q.max() <= 1.0
+    arm = _ref(30)
+    arm[:, 1] = np.linspace(0.9, 1.19, 30)  # an arm joint as far out: still the whole chunk rejected
+    with pytest.raises(ChunkError, match="^position_limits: sample .* of j1 is 0.19 beyond"):
+        s.process(Chunk(0.02, NAMES, DT, arm), 0.02)
+    assert s.active is res.trajectory
+
+
+def test_saturate_joints_are_checked():
+    with pytest.raises(ConfigError, match="saturate_joints: \\['nope'\\] not in joint_names"):
+        _cfg(saturate_joints=("nope",))
+    with pytest.raises(ConfigError, match="saturate_joints: a joint clamped into its range needs a range"):
+        _cfg(saturate_joints=("grip",))
 
 
 def test_a_start_outside_the_position_range_brakes_instead_of_failing():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -118,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
     if args.rtf <= 0 and not args.pace:
         print("run-episodes: --rtf 0 (as fast as possible) needs pacing; drop --no-pace", file=sys.stderr)
         return 2
+    def terminate(signum, frame):  # SIGTERM stops like Ctrl-C: each episode's `finally` stops its processes
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
     rows: list[dict] = []
     limit = args.time_limit or ROBOTS[args.robot].time_limit_s
     bar = tqdm(total=len(args.seeds), desc=f"{args.robot}{' gt-plans' if args.gt_plans else ''}", unit="episode")

@@ -37,7 +37,7 @@ def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_R
     """Camera images of `rows` moments spread over the bag, one column per camera; returns the rows drawn.
 
     Uses the raw camera topics when the bag holds their images, else the images of `/observation` (what the
-    stack saw, at the model's size): a recorder may not receive best-effort camera streams.
+    stack saw, at the model's size), e.g. for a bag recorded without the cameras.
     """
     from plan_stack.embodiments.aloha.demo import contact_sheet
     from plan_stack.viz.bag import bag_connections, camera_of_topic, image_array, read_messages

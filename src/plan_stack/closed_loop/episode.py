@@ -9,6 +9,11 @@ into the next, and a crashed episode cannot poison the others. The cost is
 the start-up (process imports and model loads, tens of seconds on a loaded
 machine), paid outside sim time: the stack nodes are started first, and the
 simulator only once every stack node answers its parameter service.
+Each bring-up runs in a session and process group of its own and gets SIGTERM
+from the kernel when the runner dies (`child_processes.die_with_parent`), and
+the bring-ups pass the same to their node processes: a runner killed in any
+way (SIGKILL included) leaves no node behind; a normal stop ends with SIGKILL
+to what is left of each group.
 
 The config is `config/<robot>.yaml` with: the simulator's `seed`,
 `real_time_factor` and pacing leads (`plan_stack.embodiments.pacing`), the
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from plan_stack.child_processes import die_with_parent, kill_group
 from plan_stack.closed_loop.criterion import EpisodeSignals, criterion_of, done_early, judge
 from plan_stack.closed_loop.latency import LatencyLog
 from plan_stack.embodiments import registry
@@ -73,6 +79,10 @@ STOP_TIMEOUT_S = 20.0
 #: Slack on the measured joint state before it counts as outside its URDF limit (rad, rad/s factor).
 STATE_POSITION_SLACK = 0.01
 STATE_VELOCITY_FACTOR = 1.1
+#: The stitcher's diagnostic counters copied into the row as `stitcher_<name>` (None: never reported):
+#: chunks it rejected (e.g. arm samples beyond the position range), reference samples it clamped (grippers
+#: past their end stops), and how often it stitched onto what the bridge executes after a refusal.
+_STITCHER_COUNTERS = ("rejected", "clamped_samples", "reanchored", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,8 +158,10 @@ class _Graph:
         log = open(self.log_dir / f"{label}.log", "w")
         self._logs.append(log)
         cmd = ["nice", "-n", str(self.nice), sys.executable, "-m", "plan_stack.bringup", str(self.cfg_path), *extra]
+        # Its own session and process group (stopped as one), and SIGTERM from the kernel if this runner dies,
+        # however it dies (SIGKILL included): no node process outlives the run.
         self.procs[label] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                                             start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
 
     def start_stack(self) -> None:
         if self.stack_names:
@@ -165,6 +177,7 @@ class _Graph:
         return None
 
     def stop(self) -> None:
+        """SIGINT to each bring-up (it stops its nodes), then SIGKILL to whatever is left of its group."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
@@ -173,8 +186,9 @@ class _Graph:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+                pass
+            kill_group(p.pid)  # the group leader's pid is the group id (start_new_session)
+            p.wait()
         for log in self._logs:
             log.close()
 
@@ -298,6 +312,7 @@ class _Monitor:
                            bridge_rejections=0, trajectory_limit_violations=0, state_limit_violations=0)
         self.first_violation: str | None = None
         self.first_rejection: str | None = None
+        self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
@@ -348,11 +363,14 @@ class _Monitor:
         if robot.bridge_command_topic:
             n.create_subscription(JointTrajectory, robot.bridge_command_topic,
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
-        # the ground truth the robot's success criterion reads, by criterion kind
+        # the ground truth the robot's success criterion reads, by criterion kind (safe_driving reads the
+        # simulator's faults from /diagnostics, subscribed below for every robot's stitcher counters)
         ground_truth = {"staged_reward": (Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS),
-                        "success_flag": (Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS),
-                        "safe_driving": (DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)}
-        n.create_subscription(*ground_truth[criterion_of(self.opts.robot).kind])
+                        "success_flag": (Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)}
+        kind = criterion_of(self.opts.robot).kind
+        if kind in ground_truth:
+            n.create_subscription(*ground_truth[kind])
+        n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
 
     def _count(self, key: str, k: int = 1) -> None:
         with self.lock:
@@ -450,6 +468,12 @@ class _Monitor:
             if s.name.startswith(f"{self.setup.sim}: safety") and s.level == DiagnosticStatus.ERROR:
                 with self.lock:
                     self.sig.safety_faults += 1
+            elif s.name.startswith("stitcher: "):
+                found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
+                         and kv.value.isdigit()}
+                with self.lock:
+                    for key, value in found.items():  # counters only grow: keep the largest seen
+                        self.stitcher_counts[key] = max(value, self.stitcher_counts.get(key, 0))
 
     # --- helpers --------------------------------------------------------------------
 
@@ -508,6 +532,8 @@ class _Monitor:
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
+        with self.lock:
+            out.update({f"stitcher_{k}": self.stitcher_counts.get(k) for k in _STITCHER_COUNTERS})
         out.update(criterion_of(self.opts.robot).row(sig))
         out.update(self.lat.summary())
         out["monitor_error"] = self.spin_error

@@ -18,6 +18,11 @@ convert messages, hold the lock, publish the commands and report.
   the acceleration limits), goal and goal-time tolerances.
 * Clock reset (`clock_reset`): the reference and the measured state are
   forgotten; commands are refused until joint states arrive again.
+* What it executes: every command returned here (accepted trajectory,
+  watchdog hold, stop) is the trajectory in force from its stamp on; before
+  the first one, `hold` (the reference where the first joint state put it).
+  The node publishes each on `active_trajectory`, so a trajectory generator
+  can stitch onto what the bridge executes rather than onto what it sent.
 
 Not thread-safe: the node calls it with its lock held.
 """
@@ -164,6 +169,13 @@ class ArmBridge:
     def reference(self, now_s: float) -> Reference | None:
         """The reference now (None before the first joint state)."""
         return None if self.follower is None else self.follower.sample(now_s)
+
+    def hold(self, now_s: float) -> Trajectory | None:
+        """What the bridge executes without a command: its present reference as a one-point trajectory at
+        `now_s` (None before the first joint state). Published as the trajectory in force at start-up."""
+        if self.follower is None:
+            return None
+        return Trajectory(self.names, now_s, np.array([0.0]), self.follower.peek(now_s).positions[None, :].copy())
 
     # --- commands ----------------------------------------------------------------
 

@@ -1,7 +1,11 @@
 """Base of the arm bridge nodes (`aloha_bridge`, `franka_bridge`): the stack's joint trajectories -> a robot's controllers.
 
 Serves `execute_trajectory` (plan_stack/action/ExecuteTrajectory) and follows
-streamed trajectories on `trajectory`. Wiring only: every decision (validation,
+streamed trajectories on `trajectory`. Publishes on `active_trajectory`
+(latched) every command it sends its controllers (accepted trajectories,
+watchdog holds, stops; a hold at the first joint state), in stack units and
+its joint order: the trajectory in force from its stamp on, so the stitcher
+stitches onto what the bridge executes, not onto what it sent. Wiring only: every decision (validation,
 re-stamping, the mirrored reference, the watchdog, goal monitoring, tolerance
 checks, stops) is `embodiments.arm_bridge.ArmBridge`'s; this node converts
 messages, holds the lock around the library, publishes the commands it returns
@@ -39,9 +43,9 @@ from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.params import declare_config
-from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import clock_s, stamp_to_s
-from plan_stack.ros.trajectory import trajectory_from_msg
+from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.limits import Limits
 
@@ -79,6 +83,7 @@ class ArmBridgeNode(Node):
                                  callback_group=self._group)
         self.create_subscription(JointTrajectory, "trajectory", self._on_stream, RELIABLE_QOS,
                                  callback_group=self._group)
+        self._active_pub = self.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
         self._server = ActionServer(
             self, ExecuteTrajectory, "execute_trajectory", self._execute,
             goal_callback=lambda goal: GoalResponse.ACCEPT,
@@ -115,6 +120,11 @@ class ArmBridgeNode(Node):
 
     def _on_first_state(self, q: np.ndarray) -> None:
         """Called once, with the lock held, when the first joint_states message arrives."""
+
+    def _command(self, traj: Trajectory) -> None:
+        """Send a command to the controllers and say on `active_trajectory` that it is now in force."""
+        self._publish_command(traj)
+        self._active_pub.publish(trajectory_to_msg(traj))
 
     # Read-only views of the library's state, kept for callers (tests, scripts) written before `ArmBridge`.
     _follower = property(lambda self: self.bridge.follower)
@@ -161,6 +171,9 @@ class ArmBridgeNode(Node):
         with self._lock:
             if self.bridge.on_joint_state(q, stamp_to_s(msg.header.stamp)):
                 self._on_first_state(q)
+                held = self.bridge.hold(self._now())
+                assert held is not None  # the bridge has its first state now
+                self._active_pub.publish(trajectory_to_msg(held))
 
     def _on_stream(self, msg: JointTrajectory) -> None:
         verdict = self._accept(msg).verdict
@@ -183,14 +196,14 @@ class ArmBridgeNode(Node):
         with self._lock:
             acc = self.bridge.accept(traj, self._now())
             if acc.command is not None:
-                self._publish_command(acc.command)
+                self._command(acc.command)
         return acc
 
     def _watchdog(self) -> None:
         with self._lock:
             decision = self.bridge.watchdog(self._now())
             if decision.command is not None:
-                self._publish_command(decision.command)
+                self._command(decision.command)
         if decision.state is WatchdogState.IDLE:
             return
         if decision.state is WatchdogState.HOLDING:
@@ -217,7 +230,7 @@ class ArmBridgeNode(Node):
             with self._lock:
                 step = monitor.step(self._now(), cancel)
                 if step.command is not None:
-                    self._publish_command(step.command)
+                    self._command(step.command)
             if step.feedback is not None and step.outcome is not GoalOutcome.CANCELED:
                 goal_handle.publish_feedback(ExecuteTrajectory.Feedback(
                     time_from_start=step.feedback[0], max_tracking_error=step.feedback[1]))

@@ -6,7 +6,11 @@ and everything the stack publishes) or only the named ones, as serialised
 bytes (raw subscriptions: nothing is deserialised). Topics that appear later
 are picked up by periodic discovery. QoS follows the publishers: best effort
 when any publisher is best effort (a reliable subscription would receive
-nothing from it), transient-local when all are (latched topics).
+nothing from it), transient-local when all are (latched topics). A topic is
+subscribed only once it has a publisher (a topic known only from its
+subscribers, e.g. the cameras before the simulator starts, has no QoS to
+match yet), and a reliable subscription is made again best effort when a
+best-effort publisher joins later.
 
 The bag is written in closed splits (`data.bags.SplitBagWriter`):
 Ctrl-C / SIGTERM close it cleanly; a killed recorder leaves a readable bag
@@ -54,6 +58,7 @@ class RecorderNode(Node):
         self._on_message = on_message
         self._requested = topics
         self._subs: dict[str, Any] = {}
+        self._classes: dict[str, Any] = {}
         self.skipped: dict[str, str] = {}
         self.received: dict[str, int] = {}
         self._discover()
@@ -70,7 +75,12 @@ class RecorderNode(Node):
 
     def _discover(self) -> None:
         for name, types in self.get_topic_names_and_types():
-            if name in self._subs or name in self.skipped or not wanted_topic(name, self._requested):
+            if name in self._subs:
+                self._rematch(name)
+                continue
+            if name in self.skipped or not wanted_topic(name, self._requested):
+                continue
+            if self.count_publishers(name) == 0:  # known from subscribers only: no QoS to match yet
                 continue
             if len(types) != 1:
                 self._skip(name, f"several types on one topic: {types}")
@@ -81,9 +91,23 @@ class RecorderNode(Node):
             except (ImportError, AttributeError, ValueError) as exc:
                 self._skip(name, f"type {types[0]} cannot be recorded: {exc}")
                 continue
+            self._classes[name] = cls
             self._subs[name] = self.create_subscription(cls, name, self._callback(name), self._qos(name),
                                                         raw=True)
             self.get_logger().info(f"recording {name} ({types[0]})")
+
+    def _rematch(self, name: str) -> None:
+        """A reliable subscription receives nothing from a best-effort publisher: subscribe again best effort
+        when one has joined (a best-effort subscription already receives from every publisher)."""
+        sub = self._subs[name]
+        if sub.qos_profile.reliability != ReliabilityPolicy.RELIABLE:
+            return
+        qos = self._qos(name)
+        if qos.reliability == ReliabilityPolicy.RELIABLE:
+            return
+        self.destroy_subscription(sub)
+        self._subs[name] = self.create_subscription(self._classes[name], name, self._callback(name), qos, raw=True)
+        self.get_logger().info(f"recording {name} best effort (a best-effort publisher joined)")
 
     def _skip(self, name: str, why: str) -> None:
         self.skipped[name] = why

@@ -67,10 +67,6 @@ class StitcherConfig:
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)
     ruckig_lookahead: int = param("Ruckig: the chaser targets the reference this many samples ahead", 10, min=1)
     settle_max_s: float = param("Longest tail appended in settle mode to come to rest (s)", 3.0, min=0.0)
-    measured_start_lead_s: float = param(
-        "Starting from the measured state (nothing of ours is executing), the first sample is due no earlier than "
-        "now + this: the controller joins its present reference to that sample, and a short join between two "
-        "states that differ (measured vs commanded) would be a spike in acceleration (s)", 0.0, min=0.0, max=2.0)
     max_chunk_lead_s: float = param(
         "Chunks stamped further than this ahead of now are rejected (a wrong clock or stamp; s)", 1.0, min=0.0)
     max_chunk_age_s: float = param(
@@ -82,6 +78,10 @@ class StitcherConfig:
     position_tolerance: float = param(
         "Chunk samples beyond q_min/q_max by more than this are rejected; samples closer than this are held "
         "at the limit and counted (rad or m)", 0.05, min=0.0)
+    saturate_joints: tuple[str, ...] = param(
+        "Joints whose range ends are end stops (grippers: fully open / closed): chunk samples beyond q_min/q_max "
+        "are clamped into the range however far out they lie and counted, never rejected (a command past an end "
+        "stop saturates on the robot). Needs position limits for every joint it names", (), read_only=True)
     command_latency_s: float = param(
         "Time a command needs to reach the robot; the first new sample is due no earlier than now + this", 0.0,
         min=0.0, max=1.0)
@@ -92,9 +92,10 @@ class StitcherConfig:
             raise ConfigError("joint_names: at least one joint is required")
         if len(set(self.joint_names)) != len(self.joint_names):
             raise ConfigError(f"joint_names: duplicate names in {list(self.joint_names)}")
-        unknown = [j for j in self.discrete_joints if j not in self.joint_names]
-        if unknown:
-            raise ConfigError(f"discrete_joints: {unknown} not in joint_names")
+        for name in ("discrete_joints", "saturate_joints"):
+            unknown = [j for j in getattr(self, name) if j not in self.joint_names]
+            if unknown:
+                raise ConfigError(f"{name}: {unknown} not in joint_names")
         nd = len(self.discrete_joints)
         nc = len(self.joint_names) - nd
         for name in ("v_max", "a_max", "j_max"):
@@ -109,6 +110,10 @@ class StitcherConfig:
                                   f"{len(self.joint_names)}, got {len(v)}")
         if bool(self.q_min) != bool(self.q_max):
             raise ConfigError("q_min: q_min and q_max must be given together")
+        if self.saturate_joints and not (self.q_min and (len(self.q_min) == len(self.joint_names) or not any(
+                j in self.discrete_joints for j in self.saturate_joints))):
+            raise ConfigError("saturate_joints: a joint clamped into its range needs a range: give q_min/q_max "
+                              "(one per joint when a saturated joint is discrete)")
         if isinstance(self.discrete_rate, tuple) and len(self.discrete_rate) not in (1, nd):
             raise ConfigError(f"discrete_rate: expected a scalar or {nd} values, got {len(self.discrete_rate)}")
         if self.min_horizon > self.max_horizon:

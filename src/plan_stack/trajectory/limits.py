@@ -250,8 +250,11 @@ class LimitRule:
     jerk_scale: float = 0.8
     discrete_rate_scale: float = 0.8
     position_margin: float = 0.03
-    #: Joints that keep the bridge's position range without the margin (grippers: they rest at its ends,
-    #: closed on an object or fully open, and a start there must not count as outside the range).
+    #: End-stop joints (grippers): they keep the bridge's position range without the margin (they rest at
+    #: its ends, closed on an object or fully open, and a start there must not count as outside the range),
+    #: and the stitcher saturates their references into that range (`saturate_joints`): a gripper commanded
+    #: past fully open or closed stops there on every real gripper, so such a sample is clamped and counted,
+    #: never a reason to drop the whole chunk (other joints beyond `position_tolerance` still are).
     exact_range_joints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -263,21 +266,25 @@ class LimitRule:
         if not (isinstance(self.position_margin, (int, float)) and 0.0 <= self.position_margin < math.inf):
             raise LimitsError(f"position_margin: must be finite and >= 0, got {self.position_margin!r}")
 
-    def stitcher_limits(self, bridge: Limits, joint_names, discrete_joints=()) -> dict[str, tuple[float, ...]]:
+    def stitcher_limits(self, bridge: Limits, joint_names, discrete_joints=()) -> dict[str, tuple]:
         """Stitcher limit parameters (`StitcherConfig` field -> values) from the bridge's named limits.
 
         `v_max`, `a_max`, `j_max` hold one value per continuous joint (in `joint_names` order),
         `discrete_rate` one per discrete joint; `j_max` only when the bridge limits the jerk of every
         continuous joint. `q_min`/`q_max` list every joint when the bridge bounds every one (discrete joints
         at the bridge's own range), else the continuous joints when those are all bounded, else nothing.
+        `saturate_joints` lists the `exact_range_joints` (when there are any).
         """
         index = {n: i for i, n in enumerate(bridge.joint_names)}
         missing = [n for n in joint_names if n not in index]
         if missing:
             raise LimitsError(f"joint_names: the bridge has no limits for {missing}")
+        stray = [n for n in self.exact_range_joints if n not in joint_names]
+        if stray:
+            raise LimitsError(f"exact_range_joints: {stray} not in the stitcher's joint_names")
         cont = [index[n] for n in joint_names if n not in discrete_joints]
         disc = [index[n] for n in joint_names if n in discrete_joints]
-        out: dict[str, tuple[float, ...]] = {
+        out: dict[str, tuple] = {
             "v_max": tuple(float(x) for x in bridge.v_max[cont] * self.velocity_scale),
             "a_max": tuple(float(x) for x in bridge.a_max[cont] * self.acceleration_scale),
         }
@@ -302,4 +309,9 @@ class LimitRule:
             out["q_max"] = tuple(float(x) for x in hi - m)
         if disc:
             out["discrete_rate"] = tuple(float(x) for x in bridge.v_max[disc] * self.discrete_rate_scale)
+        if self.exact_range_joints:
+            if "q_min" not in out:
+                raise LimitsError(f"exact_range_joints: {list(self.exact_range_joints)} need a position range, "
+                                  "but the bridge does not bound every joint")
+            out["saturate_joints"] = self.exact_range_joints
         return out

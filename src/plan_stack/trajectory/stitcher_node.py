@@ -7,6 +7,7 @@ failed stitch publishes nothing: the trajectory already sent stays in force.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import threading
@@ -27,16 +28,21 @@ from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
-from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import stamp_to_ns
-from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg
 from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
+#: Reports of our trajectories by the bridge whose delays set the acknowledgement timeout.
+_ACK_HISTORY = 20
+
 
 class InitialState(enum.StrEnum):
+    BRIDGE = "bridge"
     JOINT_STATES = "joint_states"
     CHUNK = "chunk"
 
@@ -44,8 +50,14 @@ class InitialState(enum.StrEnum):
 @dataclasses.dataclass(frozen=True)
 class StitcherNodeConfig:
     initial_state: InitialState = param(
-        "Start state when no trajectory is active: the measured joint_states, or the chunk's first sample at "
-        "rest (only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
+        "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
+        "reports executing on active_trajectory (its accepted trajectories, holds and stops; joint_states until "
+        "it has reported one), `joint_states` = the measured state, `chunk` = the chunk's first sample at rest "
+        "(only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
+    bridge_ack_timeout_s: float = param(
+        "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
+        "published (or twice the slowest of the last 20 reports, if longer) counts as refused, and the next one "
+        "stitches onto what the bridge executes instead (s)", 0.2, min=0.0)
     execute_action: str = param(
         "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")
@@ -93,7 +105,7 @@ class StitcherNode(Node):
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
         self.counts: dict[str, Any] = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0,
                                        "reanchored": 0, "bad_joint_states": 0, "clamped_samples": 0,
-                                       "clock_resets": 0}
+                                       "clock_resets": 0, "bad_active_trajectories": 0}
         self._joints = JointSelector(self.cfg.joint_names)
         ignored = set(self.node_cfg.reanchor_ignore_joints)
         self._reanchor_cols = np.array([i for i in self.stitcher._cidx if self.cfg.joint_names[i] not in ignored],
@@ -101,6 +113,13 @@ class StitcherNode(Node):
         # the last joint_states problem reported (None: the last message was good)
         self._joint_problem: JointProblem | None = None
         self._refused: str | None = None  # the bridge aborted our last goal (set by the sender thread)
+        # initial_state bridge: what the bridge executes (config order, our epoch), whether it is the trajectory
+        # we published last, and (stamp ns, published at) of that one.
+        self._executing: Trajectory | None = None
+        self._executing_ours = False
+        self._sent: tuple[int, float] | None = None
+        self._acked = False  # the bridge has reported the trajectory we published last
+        self._ack_delays: collections.deque[float] = collections.deque(maxlen=_ACK_HISTORY)
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
                               f"{len(self.cfg.joint_names)} joints")
@@ -108,6 +127,8 @@ class StitcherNode(Node):
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, SENSOR_QOS)
+        if self.node_cfg.initial_state == InitialState.BRIDGE:
+            self.create_subscription(JointTrajectory, "active_trajectory", self._on_active_trajectory, LATCHED_QOS)
         # Goals go out from a sender thread (ActionCall blocks until accepted); only the newest
         # trajectory is worth sending, so a pending one is replaced, never queued.
         name = self.node_cfg.execute_action
@@ -143,6 +164,27 @@ class StitcherNode(Node):
             q, v = (q - np.asarray(self.node_cfg.state_offset, dtype=float)) * scale, v * scale
         self._measured = (self._now_s(), q, v)
 
+    def _on_active_trajectory(self, msg: JointTrajectory) -> None:
+        """The bridge's trajectory in force (what it executes from the stamp on), in stack units."""
+        try:
+            traj = trajectory_from_msg(msg, self._epoch_ns).reordered(self.cfg.joint_names)
+            if not all(np.isfinite(a).all() for a in (traj.times_s, traj.positions, traj.velocities,
+                                                      traj.accelerations) if a is not None):
+                raise TrajectoryError("NaN/inf in times or points")
+            if np.any(np.diff(traj.times_s) <= 0) or traj.times_s[0] < 0:
+                raise TrajectoryError("time_from_start: must start at >= 0 and increase strictly")
+        except TrajectoryError as exc:  # never stitched onto: reported
+            self.counts["bad_active_trajectories"] += 1
+            self.diag.report("bridge", ERROR, f"rejected active_trajectory: {exc}", now=True,
+                             rejected=self.counts["bad_active_trajectories"])
+            return
+        sent = self._sent
+        self._executing = traj
+        self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
+        if sent is not None and self._executing_ours and not self._acked:
+            self._ack_delays.append(self._now_s() - sent[1])
+        self._acked = self._acked or self._executing_ours
+
     def _on_clock_reset(self) -> None:
         """ROS time went back (simulator reset or restart): the active trajectory, the measured state and any
         goal not yet sent belong to the old world; drop them, so the next chunk starts from fresh joint_states
@@ -151,6 +193,7 @@ class StitcherNode(Node):
         self._measured = None
         self._pending = None
         self._refused = None
+        self._executing, self._executing_ours, self._sent, self._acked = None, False, None, False
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self.counts["clock_resets"] += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the active trajectory and the "
@@ -169,10 +212,43 @@ class StitcherNode(Node):
                 return None  # process() rejects the chunk with the reason
             q0 = chunk.positions[0][[chunk.joint_names.index(j) for j in self.cfg.joint_names]]
             return q0, np.zeros_like(q0), np.zeros_like(q0)
+        if self._executing is not None:  # initial_state bridge: where the bridge's reference will be
+            q, v, a = self._executing.sample(np.array([now_s + self.cfg.command_latency_s]))
+            return q[0], v[0], a[0]
         if self._measured is None or now_s - self._measured[0] > self.node_cfg.joint_state_timeout_s:
             return None
         _, q, v = self._measured
         return q, v, np.zeros_like(q)  # joint_states carry no acceleration
+
+    def _ack_timeout_s(self) -> float:
+        """`bridge_ack_timeout_s`, or twice the slowest of the recent reports when a loaded machine makes the
+        bridge slower than that (a late report must not be taken for a refusal)."""
+        return max(self.node_cfg.bridge_ack_timeout_s, 2.0 * max(self._ack_delays, default=0.0))
+
+    def _follow_bridge(self, now_s: float) -> None:
+        """initial_state bridge: stitch onto what the bridge executes. When that is not the trajectory we published
+        last and ours was refused (aborted goal) or is not reported within `bridge_ack_timeout_s`, the bridge's
+        trajectory in force becomes the one to stitch onto."""
+        e = self._executing
+        refused, self._refused = self._refused, None
+        if self._executing_ours or self.stitcher.active is e:
+            return
+        sent = self._sent
+        if not refused and not self._acked and sent is not None and now_s - sent[1] <= self._ack_timeout_s():
+            return  # ours is still on its way to the bridge
+        self.stitcher.adopt(e)
+        if sent is None or (self._acked and not refused):
+            # nothing of ours yet, or ours ran and the bridge has moved on (the watchdog's hold after its end,
+            # a cancel's stop): its trajectory in force is the start, nothing refused
+            return
+        why = (f"the bridge refused the last trajectory ({refused})" if refused else
+               f"the bridge did not report our last trajectory within {self._ack_timeout_s():.3f} s "
+               f"(bridge_ack_timeout_s, or twice its slowest recent report): refused")
+        self._sent = None
+        self.counts["reanchored"] += 1
+        self.get_logger().warning(f"stitching onto what the bridge executes: {why}")
+        self.diag.report("tracking", WARN, f"stitching onto what the bridge executes: {why}", now=True,
+                         **self.counts)
 
     def _reanchor(self, now_s: float) -> None:
         """Forget the active trajectory when the robot is not executing it: the bridge refused or aborted
@@ -202,7 +278,9 @@ class StitcherNode(Node):
     def _on_chunk(self, msg: ActionChunk) -> None:
         self.counts["chunks"] += 1
         now_s = self._now_s()
-        if self.node_cfg.initial_state == "joint_states":
+        if self._executing is not None:
+            self._follow_bridge(now_s)
+        elif self.node_cfg.initial_state != "chunk":
             self._reanchor(now_s)
         try:
             stamp_s = (stamp_to_ns(msg.header.stamp) - self._epoch_ns) * 1e-9
@@ -224,6 +302,8 @@ class StitcherNode(Node):
         # every result but FAILED carries a trajectory and its limit report
         assert result.trajectory is not None and result.report is not None
         out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=self.node_cfg.point_lead_s)
+        self._sent = (stamp_to_ns(out.header.stamp), now_s)
+        self._executing_ours = self._acked = False
         self.pub.publish(out)
         self.counts["published"] += 1
         self._send_to_bridge(out)

@@ -119,7 +119,7 @@ class StitchResult:
     constrained_joints: int  # MPC joints where a bound was active (OSQP ran)
     seam_jump: tuple[float, float, float]  # max |Δq|, |Δv|, |Δa| against the execution state at sample 0
     messages: tuple[str, ...]
-    clamped_samples: int = 0  # reference samples beyond a position limit (within tolerance) held at the limit
+    clamped_samples: int = 0  # reference samples beyond a position limit (within tolerance, or saturating) clamped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +184,9 @@ class Stitcher:
         self.limits, self.discrete_rate = limits_from_config(cfg)
         self._d_lo, self._d_hi = discrete_bounds(cfg)
         self._cidx, self._didx = joint_columns(cfg)
+        # Columns checked against position bounds (continuous, then discrete) and which of them saturate.
+        self._bounded_cols = np.concatenate([self._cidx, self._didx])
+        self._saturate = np.array([cfg.joint_names[i] in cfg.saturate_joints for i in self._bounded_cols], bool)
         # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
         all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
         self._c = slice(None) if all_joints else self._cidx
@@ -210,14 +213,21 @@ class Stitcher:
         """Forget the active trajectory (the next chunk starts from a measured state)."""
         self._active = None
 
+    def adopt(self, traj: Trajectory | None) -> None:
+        """Stitch the next chunk onto `traj` (config joint order, any point times): what the robot executes
+        when that is not the trajectory emitted last (the controller refused it). None = `reset`."""
+        if traj is not None and traj.joint_names != self.cfg.joint_names:
+            raise TrajectoryError(f"joint_names: expected {list(self.cfg.joint_names)}, got {list(traj.joint_names)}")
+        self._active = traj
+
     # --- input ------------------------------------------------------------------
 
     def validate(self, chunk: Chunk, now_s: float) -> tuple[np.ndarray, int]:
-        """(chunk positions [H, D] in config joint order, samples beyond a position limit within
-        `position_tolerance`, which the generators hold at the limit). Raises ChunkError on input that must
-        not become motion: bad names, shape, dt, non-finite values, a length outside
-        [min_horizon, max_horizon], a stamp more than `max_chunk_lead_s` ahead or `max_chunk_age_s` behind
-        now, samples beyond the position limits by more than `position_tolerance`."""
+        """(chunk positions [H, D] in config joint order with samples beyond a position limit clamped to it,
+        how many were clamped: those within `position_tolerance`, and any of `saturate_joints`). Raises
+        ChunkError on input that must not become motion: bad names, shape, dt, non-finite values, a length
+        outside [min_horizon, max_horizon], a stamp more than `max_chunk_lead_s` ahead or `max_chunk_age_s`
+        behind now, samples of other joints beyond the position limits by more than `position_tolerance`."""
         cfg = self.cfg
         if not (math.isfinite(chunk.dt_s) and chunk.dt_s > 0):
             raise ChunkError("dt", f"sample period must be finite and > 0, got {chunk.dt_s!r}")
@@ -251,31 +261,35 @@ class Stitcher:
             raise ChunkError("stale", f"stamped {-lead:.3f} s ago (max_chunk_age_s {cfg.max_chunk_age_s})")
         if not same_order:
             P = P[:, [chunk.joint_names.index(j) for j in cfg.joint_names]]
-        return P, self._beyond_limits(P)
+        return self._beyond_limits(P)
 
-    def _beyond_limits(self, P: np.ndarray) -> int:
-        """Samples outside [q_min, q_max] (continuous joints, and discrete ones when the limits list every
-        joint; 0 without position limits); raises ChunkError when one is further out than
-        `position_tolerance`."""
+    def _beyond_limits(self, P: np.ndarray) -> tuple[np.ndarray, int]:
+        """(P with every sample outside [q_min, q_max] clamped into it, how many were) over the continuous
+        joints, and the discrete ones when the limits list every joint (P unchanged and 0 without position
+        limits). Raises ChunkError when a sample of a joint not in `saturate_joints` lies further out than
+        `position_tolerance`; samples of `saturate_joints` are clamped however far out they lie."""
         lim = self.limits
         d_bounded = bool(np.isfinite(self._d_lo).any() or np.isfinite(self._d_hi).any())
         if not (lim.has_position_limits or d_bounded):
-            return 0
-        cols = np.concatenate([np.arange(P.shape[1])[self._c], self._didx])
+            return P, 0
+        cols = self._bounded_cols
         lo = np.concatenate([np.broadcast_to(lim.q_min, (lim.dof,)), self._d_lo])
         hi = np.concatenate([np.broadcast_to(lim.q_max, (lim.dof,)), self._d_hi])
         Pc = P[:, cols]
         over = np.maximum(Pc - hi, lo - Pc)  # > 0: outside by that much
-        worst = float(over.max(initial=-math.inf))
-        if worst <= 0.0:
-            return 0
+        if float(over.max(initial=-math.inf)) <= 0.0:
+            return P, 0
+        strict = np.where(self._saturate, -math.inf, over)  # end-stop joints never reject a chunk
+        worst = float(strict.max(initial=-math.inf))
         if worst > self.cfg.position_tolerance:
-            r, j = np.unravel_index(int(np.argmax(over)), over.shape)
+            r, j = np.unravel_index(int(np.argmax(strict)), strict.shape)
             name = self.cfg.joint_names[cols[j]]
             raise ChunkError("position_limits", f"sample {r} of {name} is {worst:.4g} beyond its position "
                              f"limits [{lo[j]:.4g}, {hi[j]:.4g}] (position_tolerance "
                              f"{self.cfg.position_tolerance})")
-        return int(np.count_nonzero(over > 0.0))
+        P = P.copy()
+        P[:, cols] = np.minimum(np.maximum(Pc, lo), hi)
+        return P, int(np.count_nonzero(over > 0.0))
 
     # --- main entry -----------------------------------------------------------------
 
@@ -307,8 +321,7 @@ class Stitcher:
         use_active = act is not None and (measured is None or now_s <= act.end_s)
         if not use_active and measured is None:
             raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
-        lead = cfg.command_latency_s if use_active else max(cfg.command_latency_s, cfg.measured_start_lead_s)
-        earliest = max(now_s + lead, chunk.stamp_s)
+        earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
         origin = act.t0_s if use_active else chunk.stamp_s
         k = math.ceil((earliest - origin) / dt - _TIME_EPS)
         t_start = origin + k * dt
@@ -357,7 +370,7 @@ class Stitcher:
         messages: list[str] = []
         if clamped:
             messages.append(f"{clamped} reference samples beyond the position limits (within "
-                            f"position_tolerance) held at the limit")
+                            f"position_tolerance, or of saturate_joints) clamped to the limit")
         constrained = 0
         chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
         limits = self.limits
