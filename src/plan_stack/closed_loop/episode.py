@@ -346,6 +346,8 @@ class _Monitor:
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
         elif self.opts.robot == "franka":
             n.create_subscription(Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)
+            n.create_subscription(JointTrajectory, "/fr3_arm_controller/joint_trajectory",
+                                  lambda m: self._count("bridge_commands"), RELIABLE_QOS)
         else:
             n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
 
@@ -389,7 +391,7 @@ class _Monitor:
                 self.first_violation = self.first_violation or f"trajectory: {why}"
 
     def _on_joint_states(self, msg) -> None:
-        if self.limits is None or self.opts.robot != "aloha":
+        if self.limits is None:  # driving: no joint limits
             return
         lim = self.state_limits
         names = list(msg.name)
