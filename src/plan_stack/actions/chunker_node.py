@@ -61,6 +61,16 @@ class ChunkerConfig:
                             "name under the package's models/ folder such as aloha/action_head/rtc",
                             read_only=True)
     joint_names: tuple[str, ...] = param("joints of each chunk row, in the head's action order", read_only=True)
+    # The head's state is in its training units (the stack's, e.g. a Franka gripper width in m) while the
+    # Observation carries the robot's joint_states (the two finger joints): read each channel from one
+    # measured joint and map it, q_head = (q - state_offset) * state_scale, as the stitcher does.
+    state_joint_names: tuple[str, ...] = param(
+        "the Observation joint each joint_names channel is read from, one per channel (empty = joint_names)",
+        (), read_only=True)
+    state_offset: tuple[float, ...] = param(
+        "Observation joint units -> head state units: q = (q_measured - state_offset) * state_scale, one value "
+        "per channel (empty = identity)", (), read_only=True)
+    state_scale: tuple[float, ...] = param("see state_offset (empty = identity)", (), read_only=True)
     max_plan_age_s: float = param("plan features older than this (vs. the observation stamp) are stale (s)",
                                   2.0, min=0.0)
     num_steps: int = param("Euler steps per chunk (0 = the checkpoint's)", 0, min=0)
@@ -83,6 +93,13 @@ class ChunkerConfig:
         validate(self)
         if not self.joint_names:
             raise ConfigError("joint_names: at least one joint is needed")
+        n = len(self.joint_names)
+        for name in ("state_joint_names", "state_offset", "state_scale"):
+            if len(getattr(self, name)) not in (0, n):
+                raise ConfigError(f"{name}: {len(getattr(self, name))} values for {n} joint_names (give one per "
+                                  "joint, or none)")
+        if len(self.state_offset) != len(self.state_scale):
+            raise ConfigError("state_offset/state_scale: give both with one value per joint, or neither")
 
 
 _to_s = stamp_to_s
@@ -99,7 +116,7 @@ class ChunkerNode(Node):
         super().__init__("chunker", **kwargs)
         self.cfg = cfg = declare_config(self, ChunkerConfig)
         self.rtc_cfg = declare_config(self, RtcConfig)
-        self._joints = JointSelector(cfg.joint_names)
+        self._joints = JointSelector(cfg.state_joint_names or cfg.joint_names)
         try:
             # A relative name is looked up in the package's models/ folder (source tree or install).
             checkpoint = str(find_data("models", cfg.checkpoint))
@@ -250,10 +267,13 @@ class ChunkerNode(Node):
     def _state(self, msg: Observation) -> np.ndarray | None:
         js = msg.joint_state
         try:
-            return self._joints.select(js.name, js.position).position
+            q = self._joints.select(js.name, js.position).position
         except JointSelectError as exc:
             self._refuse("observation", ERROR, f"joint state: {exc}", problem=exc.reason.value)
             return None
+        if self.cfg.state_scale:  # joint_states units -> the head's (e.g. one finger joint -> gripper width)
+            q = (q - np.asarray(self.cfg.state_offset)) * np.asarray(self.cfg.state_scale)
+        return q
 
     def _reject_plan(self, reason: str) -> None:
         with self._plan_lock:

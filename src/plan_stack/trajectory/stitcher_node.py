@@ -85,6 +85,9 @@ class StitcherNodeConfig:
         "Measured joint_states -> stack units: q_stack = (q - state_offset) * state_scale, one value per joint "
         "(empty = identity)", (), read_only=True)
     state_scale: tuple[float, ...] = param("see state_offset (empty = identity)", (), read_only=True)
+    state_joint_names: tuple[str, ...] = param(
+        "the joint_states joint each joint_names channel is read from, one per joint (empty = joint_names; a "
+        "Franka's gripper width channel reads one finger joint, state_scale 2)", (), read_only=True)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -106,7 +109,10 @@ class StitcherNode(Node):
         self.counts: dict[str, Any] = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0,
                                        "reanchored": 0, "bad_joint_states": 0, "clamped_samples": 0,
                                        "clock_resets": 0, "bad_active_trajectories": 0}
-        self._joints = JointSelector(self.cfg.joint_names)
+        if self.node_cfg.state_joint_names and len(self.node_cfg.state_joint_names) != len(self.cfg.joint_names):
+            raise ConfigError(f"state_joint_names: {len(self.node_cfg.state_joint_names)} names for "
+                              f"{len(self.cfg.joint_names)} joints")
+        self._joints = JointSelector(self.node_cfg.state_joint_names or self.cfg.joint_names)
         ignored = set(self.node_cfg.reanchor_ignore_joints)
         self._reanchor_cols = np.array([i for i in self.stitcher._cidx if self.cfg.joint_names[i] not in ignored],
                                        dtype=int)
