@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                     msg.header.stamp = msg.plan_stamp = s_to_stamp(t)
                     plan_pub.publish(msg)
                     next_plan = t + 1.0 / args.plan_features_hz
-                if t >= next_sample and t > 0:
+                if t > 0 and (t >= next_sample or t >= args.sim_seconds):  # the last sample at the end
                     pids = _node_pids(up.pid)
                     rss = {n: _rss_kib(p) for n, p in pids.items()}
                     samples.append((t, rss))
