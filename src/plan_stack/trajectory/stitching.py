@@ -38,8 +38,8 @@ from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import GRID_EPS as _TIME_EPS
 from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import LimitReport, Limits, TrajectoryError, check_limits
-from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
-from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
+from plan_stack.trajectory.mpc import JointMpc, MpcResult, MpcStatus, MpcWeights
+from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigResult, RuckigStatus
 
 __all__ = [
     "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Alignment", "Stitcher",
@@ -77,12 +77,12 @@ class Chunk:
                   flat: Sequence[float]) -> Chunk:
         """Build from the ActionChunk layout (H×D row-major). Raises ChunkError on a shape mismatch."""
         names = tuple(joint_names)
-        flat = np.asarray(flat, dtype=float)
+        values = np.asarray(flat, dtype=float)
         if not names:
             raise ChunkError("joint_names", "chunk lists no joints")
-        if horizon < 1 or flat.size != horizon * len(names):
-            raise ChunkError("shape", f"{flat.size} positions for horizon {horizon} x {len(names)} joints")
-        return cls(float(stamp_s), names, float(dt_s), flat.reshape(horizon, len(names)))
+        if horizon < 1 or values.size != horizon * len(names):
+            raise ChunkError("shape", f"{values.size} positions for horizon {horizon} x {len(names)} joints")
+        return cls(float(stamp_s), names, float(dt_s), values.reshape(horizon, len(names)))
 
 
 def _rate_limited(start: np.ndarray, targets: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -322,12 +322,12 @@ class Stitcher:
         if not use_active and measured is None:
             raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
         earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
-        origin = act.t0_s if use_active else chunk.stamp_s
+        origin = act.t0_s if act is not None and use_active else chunk.stamp_s
         k = math.ceil((earliest - origin) / dt - _TIME_EPS)
         t_start = origin + k * dt
         n_out = math.floor((span_end - t_start) / dt + _TIME_EPS) + 1
         S = cfg.stitch_len if use_active else 1
-        if use_active:
+        if act is not None and use_active:
             # Bridge only over samples the active trajectory still covers: past its end the
             # robot holds at rest, and that hold state (not a resampled one) is the start.
             S = max(1, min(S, math.floor((act.end_s - t_start) / dt + _TIME_EPS) + 1))
@@ -345,7 +345,7 @@ class Stitcher:
             frac = np.minimum(np.maximum(idx - lo, 0.0), 1.0)[:, None]
             ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
         trimmed = max(0, math.ceil(offset - _TIME_EPS))
-        if use_active:
+        if act is not None and use_active:
             bq, bv, ba = act.sample(t_start + dt * np.arange(S))
             exec_state = np.array([bq[0], bv[0], ba[0]])
             x_end = np.array([bq[-1], bv[-1], ba[-1]])
@@ -390,7 +390,9 @@ class Stitcher:
             if msg:
                 messages.append(f"{gen}: {msg}")
             traj = self._assemble(al.t_start, bq, bv, ba, out, al.reference, S, settle and gen != "brake")
-            rep = check_limits(cfg.dt, traj.positions[:, c], traj.velocities[:, c], traj.accelerations[:, c],
+            v, a = traj.velocities, traj.accelerations
+            assert v is not None and a is not None  # the stitcher's trajectories carry both
+            rep = check_limits(cfg.dt, traj.positions[:, c], v[:, c], a[:, c],
                                limits, traj.positions[:, self._didx] if len(self._didx) else None,
                                self.discrete_rate)
             if rep.ok:
@@ -443,7 +445,9 @@ class Stitcher:
         """Max |Δq|, |Δv|, |Δa| of sample 0 against the execution state. Discrete channels join
         in position only (they are at rest at every sample)."""
         c = self._c
-        diff = np.abs(np.array([traj.positions[0], traj.velocities[0], traj.accelerations[0]]) - exec_state)
+        v, a = traj.velocities, traj.accelerations
+        assert v is not None and a is not None  # the stitcher's trajectories carry both
+        diff = np.abs(np.array([traj.positions[0], v[0], a[0]]) - exec_state)
         return (float(diff[0].max(initial=0.0)), float(diff[1, c].max(initial=0.0)),
                 float(diff[2, c].max(initial=0.0)))
 
@@ -455,6 +459,7 @@ class Stitcher:
         n_con = 0
         if x0.shape[1] == 0:  # only discrete joints
             return np.zeros((3, len(ref_c), 0)), "", 0
+        r: MpcResult | RuckigResult
         if gen == "mpc":
             r = self._mpc.solve(x0, ref_c, dt, self.limits, settle)
             n_con = len(r.constrained_joints)
