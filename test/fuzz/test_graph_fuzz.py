@@ -54,7 +54,7 @@ from plan_stack.action import ExecuteTrajectory, PlanRequest  # noqa: E402
 from plan_stack.msg import ActionChunk, DriveTrajectory, Observation, PlanFeatures, Primitive, VisualPlan  # noqa: E402
 from plan_stack.ros.diagnostics import Diagnostics  # noqa: E402
 from plan_stack.ros.lifecycle import executor_for  # noqa: E402
-from plan_stack.ros.qos import DIAGNOSTICS_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
+from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import ros_context  # noqa: E402
 from plan_stack.ros.time import ns_to_stamp, s_to_duration  # noqa: E402
 
@@ -104,10 +104,13 @@ def _names(known, defect):
     }[kind]) if defect else st.just(known)
 
 
+TRAJECTORY_DEFECTS = ("names", "sizes", "non_finite", "times", "stale", "future", "empty", "huge")
+
+
 @st.composite
-def bad_trajectory(draw, joints, now_s):
+def bad_trajectory(draw, joints, now_s, defects=TRAJECTORY_DEFECTS):
     """A JointTrajectory for `joints` with at least one defect (stamps relative to the receiver's clock)."""
-    defect = draw(st.sampled_from(["names", "sizes", "non_finite", "times", "stale", "future", "empty", "huge"]))
+    defect = draw(st.sampled_from(list(defects)))
     names = draw(_names(joints, defect == "names"))
     n_points = draw(st.integers(1, 4)) if defect != "huge" else 5000
     if defect == "empty":
@@ -592,6 +595,29 @@ def _stitcher_valid(g: Graph) -> None:
     assert g.wait(lambda: g.output_count() > n0, 10.0), "a valid chunk was not stitched"
 
 
+def _stitcher_bridge_start(ctx):
+    from plan_stack.trajectory.stitcher_node import StitcherNode
+
+    return [StitcherNode(context=ctx, parameter_overrides=[
+        Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value="bridge"),
+        Parameter("backend", value="ruckig"), Parameter("q_min", value=[-3.0, -3.0]),
+        Parameter("q_max", value=[3.0, 3.0])])]
+
+
+def _stitcher_bridge_valid(g: Graph) -> None:
+    """The bridge reports a hold, then a valid chunk: stitched onto the hold."""
+    n0 = g.output_count()
+    hold = JointTrajectory(joint_names=["a", "b"], points=[JointTrajectoryPoint(positions=[0.0, 0.0],
+                                                                                 time_from_start=_duration(0.0))])
+    hold.header.stamp = ns_to_stamp(int(g.now_s() * 1e9))
+    g.pubs["active_trajectory"].publish(hold)
+    if "action_chunk" not in g.pubs:  # valid input only: action_chunk itself is fuzzed by the "stitcher" entry
+        g.pubs["action_chunk"] = g.probe.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
+        assert g.wait(lambda: g.pubs["action_chunk"].get_subscription_count() > 0, 10.0)
+    _stitcher_valid(g)
+    assert g.output_count() > n0
+
+
 ALOHA_JOINTS = ("left_waist", "left_shoulder", "left_elbow", "left_forearm_roll", "left_wrist_angle",
                 "left_wrist_rotate", "left_gripper", "right_waist", "right_shoulder", "right_elbow",
                 "right_forearm_roll", "right_wrist_angle", "right_wrist_rotate", "right_gripper")
@@ -680,6 +706,20 @@ TARGETS = [
         quiet=[("trajectory", JointTrajectory, RELIABLE_QOS)],
         ready=lambda g: all(p.get_subscription_count() > 0 for p in g.pubs.values()),
         valid=_stitcher_valid,
+    ),
+    Entry(
+        # what the bridge reports executing; a stamp in the past is no defect here (the bridge holds at its
+        # last point), so the stale case is not sent
+        name="stitcher_bridge_mode",
+        start=_stitcher_bridge_start,
+        inputs=[Input("active_trajectory",
+                      lambda g: bad_trajectory(("a", "b"), g.now_s,
+                                               tuple(d for d in TRAJECTORY_DEFECTS if d != "stale")),
+                      JointTrajectory, LATCHED_QOS)],
+        reporter={"active_trajectory": "stitcher"},
+        quiet=[("trajectory", JointTrajectory, RELIABLE_QOS)],
+        ready=lambda g: all(p.get_subscription_count() > 0 for p in g.pubs.values()),
+        valid=_stitcher_bridge_valid,
     ),
     Entry(
         name="ingest",

@@ -385,3 +385,20 @@ def test_a_start_outside_the_position_range_brakes_instead_of_failing():
     res = s.process(Chunk(0.0, NAMES, DT, _ref()), 0.0, (np.array([-1.01, 0.0, 0.0, 0.0]), np.zeros(4), np.zeros(4)))
     assert res.status is StitchStatus.FALLBACK and res.generator == "brake"
     assert any("infeasible start" in m for m in res.messages)
+
+
+def test_a_reported_trajectory_far_outside_the_limits_or_from_the_future_is_refused_as_a_start():
+    from plan_stack.trajectory.limits import TrajectoryError
+
+    s = Stitcher(StitcherConfig(joint_names=("a", "b"), backend="ruckig", q_min=(-1.0, -1.0), q_max=(1.0, 1.0),
+                                position_tolerance=0.05))
+
+    def reported(stamp_s, q):
+        return Trajectory(("a", "b"), stamp_s, np.array([0.0, 0.5]), np.array([[0.0, 0.0], q]))
+
+    s.check_reported(reported(-100.0, [0.5, -0.5]), now_s=10.0)  # long past: the bridge holds at its end
+    s.check_reported(reported(10.0, [1.04, -0.5]), now_s=10.0)  # within position_tolerance
+    with pytest.raises(TrajectoryError, match="position_limits: point 1 of a"):
+        s.check_reported(reported(10.0, [1.2, 0.0]), now_s=10.0)
+    with pytest.raises(TrajectoryError, match="future"):
+        s.check_reported(reported(1e5, [0.0, 0.0]), now_s=10.0)

@@ -179,6 +179,7 @@ class StitcherNode(Node):
                 raise TrajectoryError("NaN/inf in times or points")
             if np.any(np.diff(traj.times_s) <= 0) or traj.times_s[0] < 0:
                 raise TrajectoryError("time_from_start: must start at >= 0 and increase strictly")
+            self.stitcher.check_reported(traj, self._now_s())
         except TrajectoryError as exc:  # never stitched onto: reported
             self.counts["bad_active_trajectories"] += 1
             self.diag.report("bridge", ERROR, f"rejected active_trajectory: {exc}", now=True,

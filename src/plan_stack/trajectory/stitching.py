@@ -291,6 +291,20 @@ class Stitcher:
         P[:, cols] = np.minimum(np.maximum(Pc, lo), hi)
         return P, int(np.count_nonzero(over > 0.0))
 
+    def check_reported(self, traj: Trajectory, now_s: float) -> None:
+        """Raise TrajectoryError unless `traj` (config order; what the bridge reports executing) can be
+        stitched onto: stamped at most `max_chunk_lead_s` ahead of `now_s` (a later one is a wrong clock)
+        and inside the position limits within `position_tolerance` (a report far outside them is a fault,
+        never a start). A stamp in the past is fine: the bridge holds at its last point."""
+        lead = traj.stamp_s - now_s
+        if lead > self.cfg.max_chunk_lead_s:
+            raise TrajectoryError(f"future: stamped {lead:.3f} s ahead of now (max_chunk_lead_s "
+                                  f"{self.cfg.max_chunk_lead_s}): wrong clock or stamp")
+        try:
+            self._beyond_limits(traj.positions)
+        except ChunkError as exc:
+            raise TrajectoryError(str(exc).replace("sample", "point", 1)) from None
+
     # --- main entry -----------------------------------------------------------------
 
     def process(self, chunk: Chunk, now_s: float,
