@@ -576,11 +576,11 @@ def _aloha_valid(g: Graph) -> None:
     assert g.wait(lambda: abs(_aloha_q(g)[0] - g.still[0] - 0.1) < 0.03, 10.0)
 
 
-def _stitcher_start(ctx):
+def _stitcher_start(ctx, initial_state="chunk"):
     from plan_stack.trajectory.stitcher_node import StitcherNode
 
     return [StitcherNode(context=ctx, parameter_overrides=[
-        Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value="chunk"),
+        Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value=initial_state),
         Parameter("backend", value="ruckig"), Parameter("q_min", value=[-3.0, -3.0]),
         Parameter("q_max", value=[3.0, 3.0])])]
 
@@ -593,15 +593,6 @@ def _stitcher_valid(g: Graph) -> None:
     msg.header.stamp = ns_to_stamp(int(g.now_s() * 1e9))
     g.pubs["action_chunk"].publish(msg)
     assert g.wait(lambda: g.output_count() > n0, 10.0), "a valid chunk was not stitched"
-
-
-def _stitcher_bridge_start(ctx):
-    from plan_stack.trajectory.stitcher_node import StitcherNode
-
-    return [StitcherNode(context=ctx, parameter_overrides=[
-        Parameter("joint_names", value=["a", "b"]), Parameter("initial_state", value="bridge"),
-        Parameter("backend", value="ruckig"), Parameter("q_min", value=[-3.0, -3.0]),
-        Parameter("q_max", value=[3.0, 3.0])])]
 
 
 def _stitcher_bridge_valid(g: Graph) -> None:
@@ -711,7 +702,7 @@ TARGETS = [
         # what the bridge reports executing; a stamp in the past is no defect here (the bridge holds at its
         # last point), so the stale case is not sent
         name="stitcher_bridge_mode",
-        start=_stitcher_bridge_start,
+        start=lambda ctx: _stitcher_start(ctx, initial_state="bridge"),
         inputs=[Input("active_trajectory",
                       lambda g: bad_trajectory(("a", "b"), g.now_s,
                                                tuple(d for d in TRAJECTORY_DEFECTS if d != "stale")),

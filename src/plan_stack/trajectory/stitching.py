@@ -293,9 +293,15 @@ class Stitcher:
 
     def check_reported(self, traj: Trajectory, now_s: float) -> None:
         """Raise TrajectoryError unless `traj` (config order; what the bridge reports executing) can be
-        stitched onto: stamped at most `max_chunk_lead_s` ahead of `now_s` (a later one is a wrong clock)
-        and inside the position limits within `position_tolerance` (a report far outside them is a fault,
-        never a start). A stamp in the past is fine: the bridge holds at its last point."""
+        stitched onto: finite, times starting at >= 0 and increasing, stamped at most `max_chunk_lead_s`
+        ahead of `now_s` (a later one is a wrong clock) and inside the position limits within
+        `position_tolerance` (a report far outside them is a fault, never a start). A stamp in the past is
+        fine: the bridge holds at its last point."""
+        if not all(np.isfinite(a).all() for a in (traj.times_s, traj.positions, traj.velocities,
+                                                  traj.accelerations) if a is not None):
+            raise TrajectoryError("NaN/inf in times or points")
+        if np.any(np.diff(traj.times_s) <= 0) or traj.times_s[0] < 0:
+            raise TrajectoryError("time_from_start: must start at >= 0 and increase strictly")
         lead = traj.stamp_s - now_s
         if lead > self.cfg.max_chunk_lead_s:
             raise TrajectoryError(f"future: stamped {lead:.3f} s ahead of now (max_chunk_lead_s "
