@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval-plans": ("plan_stack.eval.plans_cli", "plan accuracy of a model directory on recorded episodes, per decoder"),
     "run-episodes": ("plan_stack.closed_loop.cli",
                      "closed-loop episodes of the stack through the full ROS graph, one per seed (success, latency)"),
+    "eval-head": ("plan_stack.closed_loop.head_eval_cli",
+                  "closed-loop success of action heads alone in the simulator (annotated plans, no ROS)"),
 }
 
 

@@ -74,3 +74,18 @@ def test_guidance_reduces_the_prefix_error_on_the_trained_head(trained, method):
             plain_err.append(_prefix_err(plain.positions, req))
             guided_err.append(_prefix_err(guided.positions, req))
     assert np.mean(guided_err) < 0.5 * np.mean(plain_err), (np.mean(guided_err), np.mean(plain_err))
+
+
+def test_noise_scale_zero_gives_one_deterministic_chunk_and_bad_scales_are_refused(trained):
+    head, (ep, *_) = trained
+    rand = [ChunkPolicy(head).sample(ep.states[5], ep.cond[0], generator=torch.Generator().manual_seed(s)).positions
+            for s in (1, 2)]
+    det = [ChunkPolicy(head, noise_scale=0.0).sample(ep.states[5], ep.cond[0],
+                                                     generator=torch.Generator().manual_seed(s)).positions
+           for s in (1, 2)]
+    assert not np.allclose(rand[0], rand[1])
+    np.testing.assert_array_equal(det[0], det[1])
+    assert np.all(np.isfinite(det[0])) and det[0].shape == (H, D)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(Exception, match="noise_scale"):
+            ChunkPolicy(head, noise_scale=bad)

@@ -102,3 +102,17 @@ def test_cli_trains_on_synthetic_demonstrations(tmp_path):
     assert {"config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"} <= set(os.listdir(out))
     head, meta = load_checkpoint(str(out))
     assert head.cfg.horizon == 8 and meta["data"]["source"] == "synthetic"
+
+
+def test_state_noise_changes_training_per_channel_and_rejects_a_wrong_length(episodes, tmp_path):
+    """Noise on the input state (one std, or one per channel) changes what is learned; the target chunks
+    stay the demonstration's. A length that matches neither is refused before training."""
+    quiet = train(HEAD, _cfg(steps=20, eval_every=20), *episodes, str(tmp_path / "quiet"))
+    noisy = train(HEAD, _cfg(steps=20, eval_every=20, state_noise=(0.3, 0.3, 0.0)), *episodes, str(tmp_path / "noisy"))
+    assert quiet.train_loss != noisy.train_loss
+    meta = load_checkpoint(str(tmp_path / "noisy"))[1]
+    assert meta["train"]["state_noise"] == [0.3, 0.3, 0.0]
+    with pytest.raises(ConfigError, match="state_noise"):
+        train(HEAD, _cfg(state_noise=(0.1, 0.1)), *episodes, str(tmp_path / "bad"))
+    with pytest.raises(ConfigError, match="state_noise"):
+        _cfg(state_noise=(-0.1,))

@@ -85,6 +85,9 @@ class ChunkerConfig:
                             "checkpoint at start-up into a temporary directory", "", read_only=True)
     torch_threads: int = param("torch CPU threads for inference (0 = leave torch's default)", 1, min=0)
     seed: int = param("seed of the sampling noise", 0, min=0)
+    noise_scale: float = param("scale of the flow's start noise: 1 samples the head's distribution, 0 gives one "
+                               "deterministic chunk per state and plan (near its mode)", 1.0, min=0.0, max=1.0,
+                               read_only=True)
     observation_qos: str = param("QoS of `observation` (depth forced to 1: only the latest matters)",
                                  "reliable", choices=["reliable", "sensor", "sensor_data"])
     diagnostics_period_s: float = param("diagnostics republish period (s)", 1.0, min=0.01)
@@ -148,7 +151,7 @@ class ChunkerNode(Node):
                                              max(cfg.torch_threads, 1))
             self.policy = ChunkPolicy(head, self.rtc_cfg.method, self.rtc_cfg.schedule,
                                       self.rtc_cfg.max_guidance_weight, fast=cfg.fast, engine=self.engine,
-                                      device=placement.device, dtype=placement.dtype)
+                                      device=placement.device, dtype=placement.dtype, noise_scale=cfg.noise_scale)
         except (EngineError, ActionsError) as exc:
             raise ParameterError(f"backend: {exc} (node '{self.get_fully_qualified_name()}')") from None
         self.policy.warm_up()  # trace and first-run allocation now, not in the first query

@@ -48,10 +48,16 @@ class TrainConfig:
     checkpoint_every: int = param("checkpoint period (steps)", 500, min=1)
     log_every: int = param("progress line period (steps)", 100, min=1)
     eval_windows: int = param("held-out windows per evaluation", 256, min=1)
+    state_noise: tuple[float, ...] = param(
+        "std of Gaussian noise on the input state, robot units, one value for every channel or one per channel "
+        "(empty = off): the target chunk stays the demonstration's, so the head learns to steer back to it from "
+        "the nearby states its own errors lead to in closed loop", ())
     seed: int = param("seed of data order, noise and flow times", 0, min=0)
 
     def __post_init__(self) -> None:
         validate(self)
+        if any(not (math.isfinite(x) and x >= 0) for x in self.state_noise):
+            raise ConfigError(f"state_noise: stds must be finite and >= 0, got {list(self.state_noise)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +187,10 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
         raise ConfigError(f"action_dim: head expects (action, state, cond) = ({head_cfg.action_dim}, "
                           f"{head_cfg.state_dim}, {head_cfg.cond_width}), data has ({windows.action_dim}, "
                           f"{windows.state_dim}, {windows.cond_width})")
+    noise_std = np.asarray(cfg.state_noise, dtype=float) if any(cfg.state_noise) else None
+    if noise_std is not None and noise_std.size not in (1, head_cfg.state_dim):
+        raise ConfigError(f"state_noise: give one std or {head_cfg.state_dim} (one per state channel), "
+                          f"got {noise_std.size}")
     dt = {e.dt_s for e in train_eps + eval_eps}
     if any(abs(x - head_cfg.dt_s) > 1e-9 for x in dt):
         raise ConfigError(f"dt_s: head dt {head_cfg.dt_s} differs from the data's {sorted(dt)}")
@@ -230,7 +240,10 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, cfg)
         rows = rng.integers(0, len(windows), cfg.batch_size)
-        loss = flow_loss(head, _to_torch(windows.batch(rows), head), gen, cfg.rtc_max_delay,
+        batch = windows.batch(rows)
+        if noise_std is not None:
+            batch["state"] = batch["state"] + rng.normal(0.0, 1.0, batch["state"].shape) * noise_std
+        loss = flow_loss(head, _to_torch(batch, head), gen, cfg.rtc_max_delay,
                          cfg.rtc_distribution, cfg.rtc_temperature)
         opt.zero_grad(set_to_none=True)
         loss.backward()

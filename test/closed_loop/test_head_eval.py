@@ -1,0 +1,67 @@
+"""The in-process head rollout on the real ALOHA simulator: the expert's commands solve the task through
+the same loop, a head that holds still does not, and the keyframe in force follows sim time."""
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco")
+
+from plan_stack.closed_loop.head_eval import rollout, summarise  # noqa: E402
+from plan_stack.embodiments.aloha.expert import plan_episode  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def expert():
+    return plan_episode("transfer_cube", 3).commands
+
+
+def _replayer(commands, execute_steps):
+    calls = []
+
+    def sample(state, cond):
+        k = len(calls) * execute_steps
+        calls.append(int(cond[0, 0]))
+        return commands[np.minimum(np.arange(k, k + 50), len(commands) - 1)]
+    return sample, calls
+
+
+def test_expert_commands_through_the_loop_solve_the_task(expert):
+    key_times = np.array([0.0, 1.0, 2.0])
+    conds = [np.full((2, 4), float(i)) for i in range(3)]
+    sample, calls = _replayer(expert, 10)
+    r = rollout(sample, 3, key_times, conds, expert, execute_steps=10, episode_s=8.0)
+    assert r.success and r.max_reward == 4
+    assert r.rms_to_expert == pytest.approx(0.0, abs=1e-12)
+    assert r.sim_time_s < 8.0  # stops once solved
+    # query k at t = 0.2 k s sees the keyframe in force then: 0 until 1 s, 1 until 2 s, then 2
+    assert calls[:5] == [0] * 5 and calls[5:10] == [1] * 5 and set(calls[10:]) == {2}
+
+
+def test_a_head_that_holds_still_fails_and_is_measured(expert):
+    start = expert[0]
+    r = rollout(lambda state, cond: np.repeat(start[None], 50, axis=0), 3, np.array([0.0]), [np.zeros((1, 4))],
+                expert, execute_steps=25, episode_s=2.0)
+    assert not r.success and r.max_reward == 0 and r.queries == 4
+    assert r.rms_to_expert > 0.01
+    s = summarise([r])
+    assert s["episodes"] == 1 and s["successes"] == 0 and s["reward_stages"][0] == 1
+
+
+def test_cli_scores_the_shipped_head_and_the_expert_on_a_recorded_episode(tmp_path):
+    """`plan-stack eval-head` end to end: a real recording, the shipped target's features, the shipped head."""
+    import json
+
+    from plan_stack.cli import main
+
+    demos = tmp_path / "demos"
+    assert main(["record-demos", "--robot", "aloha", "--episodes", "1", "--seed", "7", "--width", "224",
+                 "--height", "224", "--camera-rate", "2", "--out", str(demos)]) == 0
+    out = tmp_path / "heads.json"
+    assert main(["eval-head", "--demos", str(demos), "--expert", "--heads", "aloha/action_head/plain",
+                 "--episode-s", "7", "--json", str(out)]) == 0
+    expert, head = json.loads(out.read_text())
+    assert expert["summary"]["head"] == "expert" and expert["summary"]["successes"] == 1
+    assert head["summary"]["head"] == "aloha/action_head/plain" and head["summary"]["episodes"] == 1
+    row = head["rows"][0]
+    assert row["seed"] == 7 and row["queries"] >= 1 and 0 <= row["max_reward"] <= 4
+    assert main(["eval-head", "--demos", str(tmp_path / "none")]) == 2
+    assert main(["eval-head", "--robot", "franka", "--demos", str(demos)]) == 2
