@@ -186,7 +186,7 @@ def test_warm_start_reduces_iterations():
     x0 = np.zeros((3, D))
     sh = mpc.shape(M - 1, DT, False)
     solver = sh.osqp(mpc._settings)
-    qv, lo, hi, coeff = sh.osqp_vectors(x0[:, 0], ref[1:, 0], mpc.qp_limits(lim), 0)
+    qv, lo, hi, coeff = sh.osqp_vectors(x0[:, 0], ref[1:, 0], mpc.qp_limits(lim), 0, np.zeros(sh.n))
     solver.update(q=qv, l=lo, u=hi, Ax=coeff, Ax_idx=sh._brake_idx)
     solver.warm_start(x=np.zeros(4 * (M - 1)), y=np.zeros(len(lo)))
     cold = solver.solve(raise_error=False)

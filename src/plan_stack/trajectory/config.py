@@ -82,6 +82,16 @@ class StitcherConfig:
         "Joints whose range ends are end stops (grippers: fully open / closed): chunk samples beyond q_min/q_max "
         "are clamped into the range however far out they lie and counted, never rejected (a command past an end "
         "stop saturates on the robot). Needs position limits for every joint it names", (), read_only=True)
+    bridge_v_max: tuple[float, ...] = param(
+        "Velocity limits of the controller (bridge) the trajectories go to, one per joint in joint_names order: the "
+        "interpolated curve of every trajectory is checked against them with the bridge's own check before it is "
+        "published (empty: the stitcher's own limits; set by limits_from)", ())
+    bridge_a_max: tuple[float, ...] = param("see bridge_v_max: acceleration limits (empty: the stitcher's own)", ())
+    bridge_j_max: tuple[float, ...] = param("see bridge_v_max: jerk limits (empty: the bridge checks no jerk)", ())
+    bridge_q_min: tuple[float, ...] = param("see bridge_v_max: lower position limits (empty: the stitcher's own)",
+                                            ())
+    bridge_q_max: tuple[float, ...] = param("see bridge_v_max: upper position limits (empty: the stitcher's own)",
+                                            ())
     command_latency_s: float = param(
         "Time a command needs to reach the robot; the first new sample is due no earlier than now + this", 0.0,
         min=0.0, max=1.0)
@@ -114,6 +124,12 @@ class StitcherConfig:
                 j in self.discrete_joints for j in self.saturate_joints))):
             raise ConfigError("saturate_joints: a joint clamped into its range needs a range: give q_min/q_max "
                               "(one per joint when a saturated joint is discrete)")
+        for name in ("bridge_v_max", "bridge_a_max", "bridge_j_max", "bridge_q_min", "bridge_q_max"):
+            v = getattr(self, name)
+            if v and len(v) != len(self.joint_names):
+                raise ConfigError(f"{name}: expected one value per joint ({len(self.joint_names)}), got {len(v)}")
+        if bool(self.bridge_q_min) != bool(self.bridge_q_max):
+            raise ConfigError("bridge_q_min: bridge_q_min and bridge_q_max must be given together")
         if isinstance(self.discrete_rate, tuple) and len(self.discrete_rate) not in (1, nd):
             raise ConfigError(f"discrete_rate: expected a scalar or {nd} values, got {len(self.discrete_rate)}")
         if self.min_horizon > self.max_horizon:

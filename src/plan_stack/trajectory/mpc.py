@@ -17,7 +17,13 @@ subject to |v_t| <= v_max, |a_t| <= a_max, |j_t| <= j_max, q_min <= q_t <= q_max
 and the brake condition |v_t + c a_t| <= v_max (c = a_max / 2 j_max: from every
 emitted sample a jerk-limited stop stays inside v_max, so any sample can be the
 next chunk's start state), with the limits shrunk by `limit_margin` so round-off
-can never push an emitted sample past the real limit.
+can never push an emitted sample past the real limit. Position bounds bind
+samples only; between two samples the cubic can still pass a bound where the
+velocity changes sign, by at most a_max dt²/8 below the nearer sample. So from
+the second step on, the position bounds are moved inward by that much
+(`position_inset`): the curve between samples, not only the samples, stays in
+range (the first step keeps the plain bound: a start at rest on a bound could
+not move that far in one step).
 
 Structure exploited: the Hessian depends only on (N, dt, weights, mode), not on
 the joint or the reference, so its Cholesky factorisation (and H⁻¹) is done
@@ -55,7 +61,7 @@ from plan_stack.trajectory.limits import Limits, SampledStates, TrajectoryError
 QP_SOLVERS = ("daqp", "active_set", "osqp")
 
 __all__ = ["QP_SOLVERS", "MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed",
-           "brake_coefficient"]
+           "brake_coefficient", "position_inset"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +206,7 @@ class _Shape:
             self._osqp = solver
         return self._osqp
 
-    def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int):
+    def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
         """q, l, u, brake-row coefficients of joint d (x0 [3], ref [N]) in the scaled sparse form."""
         N, dt = self.n, self.dt
         s0 = np.array([x0[0], dt * x0[1], dt * dt * x0[2]])
@@ -210,7 +216,7 @@ class _Shape:
         dyn[:3] = self._As @ s0
         lo = np.empty(4 * N)
         hi = np.empty(4 * N)
-        lo[0::4], hi[0::4] = lim.q_min[d], lim.q_max[d]
+        lo[0::4], hi[0::4] = lim.q_min[d] + inset, lim.q_max[d] - inset
         lo[1::4], hi[1::4] = -dt * lim.v_max[d], dt * lim.v_max[d]
         lo[2::4], hi[2::4] = -dt**2 * lim.a_max[d], dt**2 * lim.a_max[d]
         lo[3::4], hi[3::4] = -dt**3 * lim.j_max[d], dt**3 * lim.j_max[d]
@@ -238,7 +244,15 @@ def brake_coefficient(lim: Limits) -> np.ndarray:
     return lim.a_max / (2.0 * lim.j_max)
 
 
-def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int):
+def position_inset(n_steps: int, dt: float, lim: Limits) -> np.ndarray:
+    """[N, D] how far each step's position bound moves inward: a_max dt²/8 (the most a constant-jerk cubic
+    dips past the nearer of two samples), from the second step on."""
+    inset = np.broadcast_to(lim.a_max * (dt * dt / 8.0), (n_steps, lim.dof)).copy()
+    inset[0] = 0.0
+    return inset
+
+
+def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
     """Condensed constraints of joint d, rows scaled by their limit: lo <= C j <= hi.
 
     Row blocks (N each): q, v, a (after each step), j, brake (v + c·a).
@@ -251,8 +265,8 @@ def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int):
     qs = max([1.0, *finite])
     big = np.concatenate([np.full(N, qs), np.full(N, lim.v_max[d]), np.full(N, lim.a_max[d]),
                           np.full(N, lim.j_max[d]), np.full(N, lim.v_max[d])])
-    lo = np.concatenate([np.full(N, lim.q_min[d]) - free[:N], -big[N:4 * N] - free[N:], -lim.v_max[d] - free_b])
-    hi = np.concatenate([np.full(N, lim.q_max[d]) - free[:N], big[N:4 * N] - free[N:], lim.v_max[d] - free_b])
+    lo = np.concatenate([lim.q_min[d] + inset - free[:N], -big[N:4 * N] - free[N:], -lim.v_max[d] - free_b])
+    hi = np.concatenate([lim.q_max[d] - inset - free[:N], big[N:4 * N] - free[N:], lim.v_max[d] - free_b])
     C = np.vstack([sh.C_all, sh.G_all[N:2 * N] + c * sh.G_all[2 * N:]])
     return C / big[:, None], lo / big, hi / big
 
@@ -274,7 +288,7 @@ def _osqp_active_set(res, n_steps: int) -> list[tuple[int, float]]:
     return out
 
 
-def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int) -> np.ndarray:
+def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, inset: np.ndarray) -> np.ndarray:
     """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition)."""
     v, a = S[n:2 * n], S[2 * n:]
     bad = (np.maximum(np.abs(v), np.abs(v + c * a)) > lim.v_max).any(0)
@@ -282,7 +296,7 @@ def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int) 
     bad |= (np.abs(J) > lim.j_max).any(0)
     if lim.has_position_limits:
         q = S[:n]
-        bad |= ((q < lim.q_min) | (q > lim.q_max)).any(0)
+        bad |= ((q < lim.q_min + inset) | (q > lim.q_max - inset)).any(0)
     return bad
 
 
@@ -324,6 +338,7 @@ class JointMpc:
         self._daqp: dict[tuple, daqp.Model] = {}
         self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
+        self._inset_cache: tuple[tuple[int, float], Limits, np.ndarray] | None = None
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
         key = (n_steps, float(dt), bool(settle))
@@ -332,10 +347,10 @@ class JointMpc:
             s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle)
         return s
 
-    def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc):
+    def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc, inset):
         """OSQP on the sparse form of joint d, warm-started from the closed-form solution."""
         solver = sh.osqp(self._settings)
-        qv, lo, hi, coeff = sh.osqp_vectors(x0, r, lim, d)
+        qv, lo, hi, coeff = sh.osqp_vectors(x0, r, lim, d, inset)
         solver.update(q=qv, l=lo, u=hi, Ax=coeff, Ax_idx=sh._brake_idx)
         solver.warm_start(x=sh.scaled_x(s_unc, j_unc))
         res = solver.solve(raise_error=False)  # status is checked below
@@ -359,7 +374,8 @@ class JointMpc:
             self._daqp[key] = model
         return model
 
-    def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray):
+    def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray,
+                     inset: np.ndarray):
         """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
         bounded), v, a and brake rows in physical units. Gradients and bounds of all these joints are
         built in a few batched numpy operations; only the solves run per joint. Returns (jerks [N, n],
@@ -371,8 +387,8 @@ class JointMpc:
         fb = fv + c * fa
         v, a, jm = lim.v_max[joints], lim.a_max[joints], lim.j_max[joints]
         has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
-        qhi = np.minimum(lim.q_max[joints], 1e30) - free[:N]
-        qlo = np.maximum(lim.q_min[joints], -1e30) - free[:N]
+        qhi = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
+        qlo = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
         jb = np.broadcast_to(jm, (N, len(joints)))
         hi_rows = np.concatenate([v - fv, a - fa, v - fb])  # [3N, n]
         lo_rows = np.concatenate([-v - fv, -a - fa, -v - fb])
@@ -397,6 +413,14 @@ class JointMpc:
             out[:, k] = x
         return out, failed, iters
 
+    def _inset(self, n_steps: int, dt: float, lim: Limits) -> np.ndarray:
+        """`position_inset` of the QP's limits, cached per (N, dt, limits)."""
+        key = (n_steps, float(dt))
+        cache = self._inset_cache
+        if cache is None or cache[0] != key or cache[1] is not lim:
+            cache = self._inset_cache = (key, lim, position_inset(n_steps, dt, lim))
+        return cache[2]
+
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
         cache = self._qp_cache
@@ -417,13 +441,14 @@ class JointMpc:
         R = ref[1:]
         J = sh.Kx @ x0 + sh.Kr @ R  # [N, D]
         S = sh.Lx @ x0 + sh.Lr @ R  # [3N, D]
-        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N))
+        inset = self._inset(N, dt, lim)
+        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, inset))
         failed: list[int] = []
         iters = 0
         cap = self.active_set_max_iter or 10 * N
         if self.qp_solver == "daqp":
             if len(bad):
-                Jb, failed, iters = self._daqp_joints(sh, x0, J, lim, bad)
+                Jb, failed, iters = self._daqp_joints(sh, x0, J, lim, bad, inset)
                 ok = np.array([d not in failed for d in bad.tolist()], dtype=bool)
                 good = bad[ok]
                 J[:, good] = np.clip(Jb[:, ok], -lim.j_max[good], lim.j_max[good])
@@ -432,7 +457,7 @@ class JointMpc:
             for d in (int(i) for i in bad):
                 guess: list[tuple[int, float]] = []
                 if self.qp_solver == "osqp":
-                    res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
+                    res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d], inset[:, d])
                     iters += n_it
                     # Whatever OSQP ended with (solved, inaccurate, iteration cap, infeasible), the
                     # active-set method below decides exactly; OSQP's duals only warm-start it.
@@ -441,7 +466,7 @@ class JointMpc:
                                                int(SolverStatus.OSQP_MAX_ITER_REACHED)):
                         guess = _osqp_active_set(res, N)
                 # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
-                C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
+                C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d, inset[:, d])
                 jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, max_iter=cap, guess=guess)
                 iters += steps
                 if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
