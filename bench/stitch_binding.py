@@ -10,10 +10,17 @@ Used by `bench/stitch.py --suite binding`. Workloads (seeded; H = 50 samples, dt
                stitched onto the trajectory being executed;
 * `infeasible` (e) a measured start 20 % above the velocity limit and accelerating outward.
 Limits: `12` DoF v/a/j = 3/15/150 (tight: 1/5/50), all continuous; `14` DoF ALOHA: the
-stitcher limits of config/aloha.yaml (12 arm joints + 2 rate-limited grippers).
+stitcher of config/aloha.yaml as shipped (its limits derived from aloha_bridge's, the grippers
+planned as joints, chunks kept inside the position range as a head trained on demonstrations is).
 
-Backends: ours through `Stitcher.process` (everything a chunk costs): `mpc` (closed form,
-DAQP where a bound binds), `mpc-active-set` (the numpy dual active set), `mpc-osqp`, `ruckig`
+Every row's trajectories are checked twice: at the samples (`check_limits`) and as the bridge checks
+them, on the interpolated curve (`embodiments.validation.check_trajectory`, the bridge's own function,
+against the bridge's limits on 14 DoF and the stitcher's on 12): `violations` counts either.
+
+Backends: ours through `Stitcher.process` (everything a chunk costs, including the stitcher's own
+bridge check): `mpc` (closed form, DAQP where a bound binds, move blocking as configured:
+`mpc_free_steps` 8, `mpc_block` 6), `mpc-unblocked` (the same with one jerk per step, the QP of the
+code before move blocking), `mpc-active-set` (the numpy dual active set), `mpc-osqp`, `ruckig`
 (the chaser); and the public reference's design rebuilt here, on the same chunks:
 `ref-osqp` (one OSQP QP per joint on an Euler triple integrator, eps 1e-2, no polishing,
 set up once and warm-started: the fastest way to run that design) and `ref-ruckig` (one
@@ -27,21 +34,35 @@ import numpy as np
 import osqp
 import scipy.sparse as sp
 
+from plan_stack.embodiments.validation import check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import Limits, check_limits
-from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
+from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus, accept_limits
 
 WORKLOADS = ("offset", "rough", "tight", "rough+stitch", "infeasible")
-BACKENDS = ("mpc", "mpc-active-set", "mpc-osqp", "ruckig", "ref-osqp", "ref-ruckig")
+BACKENDS = ("mpc", "mpc-unblocked", "mpc-active-set", "mpc-osqp", "ruckig", "ref-osqp", "ref-ruckig")
 DT = 0.02
-ALOHA_ARM = dict(v_max=2.8, a_max=(20.0, 20.0, 20.0, 32.0, 32.0, 32.0) * 2, j_max=(200.0, 200.0, 200.0, 400.0, 400.0,
-                                                                                    400.0) * 2)
-ALOHA_DISCRETE_RATE = 4.0
+_ALOHA: dict | None = None
+
+
+def aloha_stitcher() -> dict:
+    """The stitcher parameters of config/aloha.yaml that StitcherConfig takes (limits derived by limits_from)."""
+    global _ALOHA
+    if _ALOHA is None:
+        from plan_stack.config import field_kinds
+        from plan_stack.robot_config import load_robot_config
+
+        params = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher").parameters
+        known = field_kinds(StitcherConfig)
+        _ALOHA = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in known}
+    return dict(_ALOHA)
 
 
 def limits_for(workload: str, dof: int) -> dict:
     if dof == 14:
-        return dict(ALOHA_ARM)
+        a = aloha_stitcher()
+        return {k: a[k] for k in ("v_max", "a_max", "j_max")}
     if workload == "tight":
         return dict(v_max=1.0, a_max=5.0, j_max=50.0)
     return dict(v_max=3.0, a_max=15.0, j_max=150.0)
@@ -49,11 +70,16 @@ def limits_for(workload: str, dof: int) -> dict:
 
 def names_for(dof: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if dof == 14:
-        names = tuple(f"{arm}_{j}" for arm in ("left", "right") for j in ("waist", "shoulder", "elbow",
-                                                                           "forearm_roll", "wrist_angle",
-                                                                           "wrist_rotate", "gripper"))
-        return names, ("left_gripper", "right_gripper")
+        a = aloha_stitcher()
+        return tuple(a["joint_names"]), tuple(a.get("discrete_joints", ()))
     return tuple(f"joint_{i}" for i in range(dof)), ()
+
+
+def interpolated_ok(names, q, v, a, lim: Limits) -> bool:
+    """The bridge's own check of the curve a quintic-interpolating controller follows through samples
+    [T, D] from the first one (its joints `names`, limits `lim` in that order)."""
+    traj = Trajectory.on_grid(0.0, DT, names, q, v, a)
+    return check_trajectory(traj, names, lim, 0.0).ok
 
 
 class ChunkSource:
@@ -68,6 +94,14 @@ class ChunkSource:
         self.a_max = np.broadcast_to(np.asarray(lim["a_max"], float), (int((~discrete).sum()),))
         self.now = 0.0
         self.last: np.ndarray | None = None
+        self.q_lo = np.full(dof, -np.inf)
+        self.q_hi = np.full(dof, np.inf)
+        if dof == 14:  # inside the robot's range, as a head trained on its demonstrations is
+            a = aloha_stitcher()
+            self.q_lo, self.q_hi = np.asarray(a["q_min"], float), np.asarray(a["q_max"], float)
+
+    def _in_range(self, q: np.ndarray) -> np.ndarray:
+        return np.minimum(np.maximum(q, self.q_lo), self.q_hi)
 
     def _smooth(self, t0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rng, D, H = self.rng, self.dof, self.H
@@ -90,7 +124,7 @@ class ChunkSource:
         if wl == "rough+stitch" and self.last is not None:
             self.now += 10 * DT
             k = 10
-            q = self._rough(self.last[k])
+            q = self._in_range(self._rough(self.last[k]))
             self.last = q
             return Chunk(self.now, self.names, DT, self._grip(q)), self.now, None
         self.now = 0.0
@@ -99,15 +133,21 @@ class ChunkSource:
             q, q0, v0 = self._smooth(0.0)
             if wl == "offset":
                 q0 = q0 + self.rng.uniform(-0.05, 0.05, D)
+            if self.dof == 14:  # around the middle of the range
+                mid = 0.5 * (self.q_lo + self.q_hi)
+                q, q0 = self._in_range(q + mid), self._in_range(q0 + mid)
             v0[~c] = 0.0
             return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), np.clip(v0, -1, 1), zero)
         if wl in ("rough", "rough+stitch"):
-            q0 = self.rng.uniform(-0.5, 0.5, D)
-            q = self._rough(q0)
+            q0 = self._in_range(self.rng.uniform(-0.5, 0.5, D))
+            q = self._in_range(self._rough(q0))
             self.last = q
             return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), zero, zero)
         # infeasible: 20 % above the velocity limit on every continuous joint, accelerating outward
         q, q0, _ = self._smooth(0.0)
+        if self.dof == 14:
+            mid = 0.5 * (self.q_lo + self.q_hi)
+            q, q0 = self._in_range(q + mid), self._in_range(q0 + mid)
         sign = self.rng.choice([-1.0, 1.0], int(c.sum()))
         v0, a0 = zero.copy(), zero.copy()
         v0[c] = 1.2 * self.v_max * sign
@@ -195,12 +235,17 @@ class BindingCase:
         self.mask = np.array([n in discrete for n in names])
         self.src = ChunkSource(workload, dof, H, seed, lim, self.mask)
         per_sample = backend == "ref-ruckig"
-        self.cfg = StitcherConfig(
-            joint_names=names, discrete_joints=discrete, dt=DT,
-            backend="ruckig" if backend in ("ruckig", "ref-ruckig") else "mpc",
-            qp_solver={"mpc-osqp": "osqp", "mpc-active-set": "active_set"}.get(backend, "daqp"),
-            discrete_rate=ALOHA_DISCRETE_RATE, **lim,
-            **(dict(ruckig_stride=1, ruckig_lookahead=1) if per_sample else {}))
+        base = aloha_stitcher() if dof == 14 else dict(joint_names=names, discrete_joints=discrete, **lim)
+        base.update(dt=DT, backend="ruckig" if backend in ("ruckig", "ref-ruckig") else "mpc",
+                    qp_solver={"mpc-osqp": "osqp", "mpc-active-set": "active_set"}.get(backend, "daqp"),
+                    command_latency_s=0.0, stitch_len=3)
+        if per_sample:
+            base.update(ruckig_stride=1, ruckig_lookahead=1)
+        if backend == "mpc-unblocked":
+            base.update(mpc_block=1)
+        self.cfg = StitcherConfig(**base)
+        self.accept = accept_limits(self.cfg)
+        self.interp_viol = 0
         self.st = Stitcher(self.cfg)
         self.st.prepare(H)
         self.ref = ReferenceOsqp(H, self.st.limits) if backend == "ref-osqp" else None
@@ -239,7 +284,10 @@ class BindingCase:
                 tr = res.trajectory
                 rep = check_limits(DT, tr.positions[:, c], tr.velocities[:, c], tr.accelerations[:, c],
                                    self.st.limits)
-                self.viol += (not rep.ok) and res.report.ok
+                interp = interpolated_ok(self.cfg.joint_names, tr.positions, tr.velocities, tr.accelerations,
+                                         self.accept)
+                self.interp_viol += not interp
+                self.viol += (not rep.ok or not interp) and res.report.ok
                 self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
                 k = round((tr.t0_s - chunk.stamp_s) / DT)
                 n = min(len(tr.positions), len(chunk.positions) - k)
@@ -267,7 +315,10 @@ class BindingCase:
             return
         rep = check_limits(DT, out[0], out[1], out[2], self.st.limits)
         if self.workload != "infeasible":
-            self.viol += not rep.ok
+            names = tuple(np.asarray(self.cfg.joint_names)[c])
+            interp = interpolated_ok(names, out[0], out[1], out[2], self.accept.subset(np.flatnonzero(c)))
+            self.interp_viol += not interp
+            self.viol += not rep.ok or not interp
             self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
             self.rms.append(float(np.sqrt(np.mean((out[0] - ref) ** 2))))
         else:
@@ -284,13 +335,15 @@ class BindingCase:
             "constrained_frac": self.constrained / max(1, self.calls * n_cont),
             "rms_error": float(np.mean(self.rms)) if self.rms else float("nan"),
             "max_v_ratio": float(r[:, 0].max()), "max_a_ratio": float(r[:, 1].max()),
-            "max_j_ratio": float(r[:, 2].max()), "violations": self.viol, "fallbacks": self.fallbacks,
+            "max_j_ratio": float(r[:, 2].max()), "violations": self.viol, "interp_violations": self.interp_viol,
+            "fallbacks": self.fallbacks,
             "failed": self.failed, "samples": self.calls,
         }
 
 
 COLUMNS = ["workload", "backend", "dof", "median_ms", "p90_ms", "p99_ms", "min_ms", "constrained_frac", "rms_error",
-           "max_v_ratio", "max_a_ratio", "max_j_ratio", "violations", "fallbacks", "failed", "x_reference",
+           "max_v_ratio", "max_a_ratio", "max_j_ratio", "violations", "interp_violations", "fallbacks", "failed",
+           "x_reference",
            "samples"]
 
 #: The slow exact numpy active set gets fewer calls (it takes ~100x longer on binding chunks).

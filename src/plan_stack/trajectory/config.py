@@ -62,6 +62,13 @@ class StitcherConfig:
         "same dual active-set method in numpy (exact, slow: every step refactorises), or OSQP (set up once per "
         "horizon, warm-started) finished exactly by the active-set method from OSQP's active set",
         QpSolver.DAQP)
+    mpc_free_steps: int = param(
+        "Move blocking (DAQP and active_set; OSQP ignores it): the first this many steps each get their own jerk",
+        8, min=0, max=100000)
+    mpc_block: int = param(
+        "Move blocking: after mpc_free_steps, one jerk per this many steps (1 = a jerk per step, no blocking). "
+        "Fewer variables, fewer constraints active at once, fewer active-set steps; samples and limits stay "
+        "exact (constant jerk per sample period)", 6, min=1, max=1000)
     osqp_eps: float = param("OSQP absolute/relative tolerance before polishing", 1e-4, min=1e-12, max=1e-2)
     osqp_max_iter: int = param("OSQP iteration cap per joint", 4000, min=10)
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)

@@ -25,6 +25,15 @@ the second step on, the position bounds are moved inward by that much
 range (the first step keeps the plain bound: a start at rest on a bound could
 not move that far in one step).
 
+Move blocking (`blocking` = (free steps, block length); the stitcher's
+`mpc_free_steps`/`mpc_block`, 8 and 6 by default): the first free steps each
+have their own jerk, later steps share one jerk per block. The jerk is still
+constant over each sample period, so samples, limits and the interpolated
+curve stay exact; what changes is what is optimised: fewer variables in the
+tail (which the next chunk replaces anyway), so fewer constraints can be
+active at once and an active-set solve takes fewer steps. The jerk cost stays
+per step (w_jerk j'j = w_jerk u'B'Bu). OSQP's sparse form keeps a jerk per step.
+
 Structure exploited: the Hessian depends only on (N, dt, weights, mode), not on
 the joint or the reference, so its Cholesky factorisation (and H⁻¹) is done
 once per shape and the unconstrained optimum of all joints is two small matrix
@@ -128,16 +137,38 @@ def condensed(n_steps: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
     return T, G
 
 
-class _Shape:
-    """Everything that depends only on (N, dt, weights, settle): built once, reused."""
+def blocking(n_steps: int, free_steps: int, block: int) -> np.ndarray:
+    """[N, n_u] 0/1 matrix mapping the decision variables to the per-step jerks (move blocking): the first
+    `free_steps` steps each have their own jerk, the later ones share one jerk per `block` steps (the last
+    block may be shorter). block <= 1: the identity."""
+    if block <= 1 or n_steps <= free_steps:
+        return np.eye(n_steps)
+    group = np.concatenate([np.arange(free_steps),
+                            free_steps + (np.arange(n_steps - free_steps) // block)])
+    B = np.zeros((n_steps, int(group[-1]) + 1))
+    B[np.arange(n_steps), group] = 1.0
+    return B
 
-    def __init__(self, n_steps: int, dt: float, w: MpcWeights, settle: bool) -> None:
+
+class _Shape:
+    """Everything that depends only on (N, dt, weights, settle, blocking): built once, reused.
+
+    With move blocking the decision variables are u (n_u <= N) and the jerks are B u; `G_all`, the
+    Hessian and the gains are in u (a blocked shape serves the condensed solvers, not OSQP's sparse form).
+    """
+
+    def __init__(self, n_steps: int, dt: float, w: MpcWeights, settle: bool, free_steps: int = 0,
+                 block: int = 1) -> None:
         N = n_steps
         self.n = N
         self.dt = dt
         T, G = condensed(N, dt)
+        B = blocking(N, free_steps, block)
+        self.B = B
+        self.nu = nu = B.shape[1]
+        G = G @ B  # [3, N, n_u]
         self.T_all = T.reshape(3 * N, 3)
-        self.G_all = G.reshape(3 * N, N)
+        self.G_all = G.reshape(3 * N, nu)
         wq = np.full(N, w.tracking)
         wv = np.full(N, w.velocity)
         wa = np.full(N, w.acceleration)
@@ -148,7 +179,7 @@ class _Shape:
         self.wq, self.wv, self.wa, self.wj = wq, wv, wa, w.jerk
         Gq, Gv, Ga = G
         Tq, Tv, Ta = T
-        H = Gq.T @ (wq[:, None] * Gq) + Gv.T @ (wv[:, None] * Gv) + Ga.T @ (wa[:, None] * Ga) + w.jerk * np.eye(N)
+        H = Gq.T @ (wq[:, None] * Gq) + Gv.T @ (wv[:, None] * Gv) + Ga.T @ (wa[:, None] * Ga) + w.jerk * (B.T @ B)
         self.hessian = H  # cost = j'Hj + 2 j'c + const
         cho = scipy.linalg.cho_factor(H)
         Cx = Gq.T @ (wq[:, None] * Tq) + Gv.T @ (wv[:, None] * Tv) + Ga.T @ (wa[:, None] * Ta)
@@ -156,8 +187,8 @@ class _Shape:
         self.Kr = scipy.linalg.cho_solve(cho, Gq.T * wq[None, :])  # [N, N]
         self.Lx = self.T_all + self.G_all @ self.Kx  # [3N, 3]
         self.Lr = self.G_all @ self.Kr  # [3N, N]
-        self.H_inv = scipy.linalg.cho_solve(cho, np.eye(N))
-        self.C_all = np.vstack([self.G_all, np.eye(N)])  # rows: q, v, a (after each step), j
+        self.H_inv = scipy.linalg.cho_solve(cho, np.eye(nu))
+        self.C_all = np.vstack([self.G_all, np.eye(nu)])  # rows: q, v, a (after each step), u
         self._osqp = None
 
     # --- sparse state-space QP for OSQP, in scaled units (q, dt v, dt² a, dt³ j) --------
@@ -255,18 +286,19 @@ def position_inset(n_steps: int, dt: float, lim: Limits) -> np.ndarray:
 def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
     """Condensed constraints of joint d, rows scaled by their limit: lo <= C j <= hi.
 
-    Row blocks (N each): q, v, a (after each step), j, brake (v + c·a).
+    Row blocks: q, v, a (after each step; N each), u (n_u), brake (v + c·a; N).
     """
-    N = sh.n
+    N, nu = sh.n, sh.nu
     c = float(brake_coefficient(lim)[d])
-    free = np.concatenate([sh.T_all @ x0, np.zeros(N)])
-    free_b = free[N:2 * N] + c * free[2 * N:3 * N]
+    free = sh.T_all @ x0
+    fq, fv, fa = free[:N], free[N:2 * N], free[2 * N:]
+    free_b = fv + c * fa
     finite = [abs(x) for x in (lim.q_min[d], lim.q_max[d]) if np.isfinite(x)]
     qs = max([1.0, *finite])
-    big = np.concatenate([np.full(N, qs), np.full(N, lim.v_max[d]), np.full(N, lim.a_max[d]),
-                          np.full(N, lim.j_max[d]), np.full(N, lim.v_max[d])])
-    lo = np.concatenate([lim.q_min[d] + inset - free[:N], -big[N:4 * N] - free[N:], -lim.v_max[d] - free_b])
-    hi = np.concatenate([lim.q_max[d] - inset - free[:N], big[N:4 * N] - free[N:], lim.v_max[d] - free_b])
+    vb, ab, jb = np.full(N, lim.v_max[d]), np.full(N, lim.a_max[d]), np.full(nu, lim.j_max[d])
+    big = np.concatenate([np.full(N, qs), vb, ab, jb, vb])
+    lo = np.concatenate([lim.q_min[d] + inset - fq, -vb - fv, -ab - fa, -jb, -vb - free_b])
+    hi = np.concatenate([lim.q_max[d] - inset - fq, vb - fv, ab - fa, jb, vb - free_b])
     C = np.vstack([sh.C_all, sh.G_all[N:2 * N] + c * sh.G_all[2 * N:]])
     return C / big[:, None], lo / big, hi / big
 
@@ -317,6 +349,7 @@ class JointMpc:
         time_limit_s: float = 0.0,
         qp_solver: str = "osqp",
         active_set_max_iter: int = 0,
+        blocking: tuple[int, int] = (0, 1),
     ) -> None:
         if not 0 <= limit_margin < 0.5:
             raise TrajectoryError(f"limit_margin: must be in [0, 0.5), got {limit_margin!r}")
@@ -327,6 +360,10 @@ class JointMpc:
         self.active_set_max_iter = active_set_max_iter
         self.weights = weights
         self.qp_solver = qp_solver
+        if blocking[0] < 0 or blocking[1] < 1:
+            raise TrajectoryError(f"blocking: (free steps >= 0, block length >= 1), got {blocking!r}")
+        #: move blocking (free steps, block length) of the condensed solvers (DAQP, active set); OSQP: none
+        self.blocking = (int(blocking[0]), int(blocking[1]))
         self.limit_margin = limit_margin
         self._settings = dict(
             verbose=False, eps_abs=eps, eps_rel=eps, max_iter=max_iter, polishing=True,
@@ -344,7 +381,8 @@ class JointMpc:
         key = (n_steps, float(dt), bool(settle))
         s = self._shapes.get(key)
         if s is None:
-            s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle)
+            free, block = self.blocking if self.qp_solver != "osqp" else (0, 1)
+            s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle, free, block)
         return s
 
     def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc, inset):
@@ -365,9 +403,9 @@ class JointMpc:
             G = sh.G_all
             rows = [G[:N]] if has_q else []
             A = np.ascontiguousarray(np.vstack(rows + [G[N:], G[N:2 * N] + c * G[2 * N:]]))
-            m = A.shape[0] + N
+            m = A.shape[0] + sh.nu
             model = daqp.Model()
-            model.setup(np.ascontiguousarray(sh.hessian), np.zeros(N), A, np.ones(m), -np.ones(m))
+            model.setup(np.ascontiguousarray(sh.hessian), np.zeros(sh.nu), A, np.ones(m), -np.ones(m))
             settings = model.settings
             settings["iter_limit"] = self.active_set_max_iter or 10 * N
             model.settings = settings
@@ -389,11 +427,11 @@ class JointMpc:
         has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
         qhi = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
         qlo = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
-        jb = np.broadcast_to(jm, (N, len(joints)))
+        jb = np.broadcast_to(jm, (sh.nu, len(joints)))
         hi_rows = np.concatenate([v - fv, a - fa, v - fb])  # [3N, n]
         lo_rows = np.concatenate([-v - fv, -a - fa, -v - fb])
         F = -(sh.hessian @ J[:, joints])  # [N, n]
-        out = np.empty((N, len(joints)))
+        out = np.empty((sh.nu, len(joints)))
         failed: list[int] = []
         iters = 0
         for k, d in enumerate(joints.tolist()):
@@ -479,7 +517,7 @@ class JointMpc:
         out[:, 0] = x0
         out[:, 1:] = S.reshape(3, N, D)
         return MpcResult(
-            out, J,
+            out, J if sh.nu == N else sh.B @ J,
             MpcStatus.SOLVER_FAILED if failed else MpcStatus.OK,
             tuple(int(d) for d in bad), tuple(failed), iters, (time.perf_counter() - t0) * 1e3,
         )

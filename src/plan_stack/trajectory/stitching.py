@@ -262,7 +262,8 @@ class Stitcher:
         self._c = slice(None) if all_joints else self._cidx
         weights = MpcWeights(cfg.w_tracking, cfg.w_velocity, cfg.w_acceleration, cfg.w_jerk, cfg.w_terminal,
                              cfg.w_stop_velocity, cfg.w_stop_acceleration)
-        self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver)
+        self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver,
+                             blocking=(cfg.mpc_free_steps, cfg.mpc_block))
         self._ruckig = RuckigFilter(cfg.limit_margin, cfg.ruckig_stride, cfg.ruckig_lookahead)
         self._active: Trajectory | None = None
 
