@@ -8,7 +8,8 @@ Used by `bench/stitch.py --suite binding`. Workloads (seeded; H = 50 samples, dt
 * `tight`      (c) smooth chunks under limits a third of the usual ones;
 * `rough+stitch` (d) consecutive rough chunks, each arriving after 10 executed samples and
                stitched onto the trajectory being executed;
-* `infeasible` (e) a measured start 20 % above the velocity limit and accelerating outward.
+* `infeasible` (e) a measured start 20 % above the velocity limit and accelerating outward (14 DoF:
+               the arm joints; the grippers at rest).
 Limits: `12` DoF v/a/j = 3/15/150 (tight: 1/5/50), all continuous; `14` DoF ALOHA: the
 stitcher of config/aloha.yaml as shipped (its limits derived from aloha_bridge's, the grippers
 planned as joints, chunks kept inside the position range as a head trained on demonstrations is).
@@ -152,6 +153,9 @@ class ChunkSource:
         v0, a0 = zero.copy(), zero.copy()
         v0[c] = 1.2 * self.v_max * sign
         a0[c] = 0.5 * self.a_max * sign
+        if self.dof == 14:  # the grippers at rest: a 0..1 gripper has no room to brake from 1.2 x its rate
+            grip = np.array(["gripper" in n for n in self.names])
+            v0[grip] = a0[grip] = 0.0
         return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), v0, a0)
 
     def _grip(self, q: np.ndarray) -> np.ndarray:
