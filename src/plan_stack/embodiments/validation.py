@@ -193,23 +193,29 @@ def check_trajectory(
         spline = spline_from(ordered, start, initial, max(now_s, start) if initial is not None else start)
     except TrajectoryError as exc:
         return Verdict(False, INVALID_GOAL, str(exc))
-    q_s, v_s, a_s = spline.dense(samples_per_segment)
-    # Per-joint extremes first (a few reductions over the dense samples); the sample that broke a limit is
-    # located only when one did, so the message names the same joint as a scan in time order would.
-    checks: list[tuple[str, np.ndarray, np.ndarray]] = [("velocity", v_s, limits.v_max)]
+    # Per-joint extremes of the dense samples first (one product, two reductions); the samples themselves,
+    # to locate the first one that broke a limit, only when one did: the same verdict and message as
+    # comparing every sample.
+    mins, maxs = spline.dense_extremes(samples_per_segment)
+    checks: list[tuple[str, int, np.ndarray]] = [("velocity", 1, limits.v_max)]
     if spline.mode != "linear":
-        checks.append(("acceleration", a_s, limits.a_max))
-    if np.any(q_s.min(axis=0) < lo - tolerance) or np.any(q_s.max(axis=0) > hi + tolerance):
+        checks.append(("acceleration", 2, limits.a_max))
+    if np.any(mins[0] < lo - tolerance) or np.any(maxs[0] > hi + tolerance):
+        q_s = spline.dense(samples_per_segment)[0]
         j = int(np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))[0][1])
         return Verdict(False, INVALID_GOAL,
                        f"positions: the interpolated {spline.mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected_names[j]}")
+    jerk = None
     if limits.has_jerk_limits and spline.mode != "linear":
         # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
-        checks.append(("jerk", spline.dense_jerk(samples_per_segment), limits.j_max))
-    for label, signed, lim in checks:
+        jerk = spline.dense_jerk(samples_per_segment)
+        checks.append(("jerk", 3, limits.j_max))
+    for label, k, lim in checks:
         bound = lim * (1 + tolerance)
-        if np.all(np.maximum(signed.max(axis=0), -signed.min(axis=0)) <= bound):
+        if k < 3 and np.all(np.maximum(maxs[k], -mins[k]) <= bound):
             continue
+        signed = jerk if k == 3 else spline.dense(samples_per_segment)[k]
+        assert signed is not None
         arr = np.abs(signed)
         hits = np.argwhere(arr > bound)
         if not hits.size:  # NaN extremes (non-finite coefficients) compare false, as before

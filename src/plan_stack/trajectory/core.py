@@ -97,6 +97,20 @@ def evaluate(c: np.ndarray, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=64)
+def _derivative_basis(samples: int) -> np.ndarray:
+    """Read-only [3 S, 6]: rows k·S + i hold n!/(n-k)! u_i^(n-k) (0 for n < k), the k-th derivative of u^n
+    at S normalised times u_i in [0, 1] (k = 0, 1, 2)."""
+    u = np.linspace(0.0, 1.0, samples)
+    out = np.zeros((3, samples, 6))
+    for k in range(3):
+        for n in range(k, 6):
+            out[k, :, n] = math.perm(n, k) * u ** (n - k)
+    flat = out.reshape(3 * samples, 6)
+    flat.setflags(write=False)
+    return flat
+
+
+@functools.lru_cache(maxsize=64)
 def _basis(samples: int, terms: int) -> np.ndarray:
     """Read-only [S, terms] powers u^0..u^(terms-1) of `samples` normalised times u in [0, 1], ends included."""
     u = np.linspace(0.0, 1.0, samples)
@@ -302,6 +316,26 @@ class Spline:
         if len(self._coef) == 0:
             return self.positions.copy(), np.zeros((1, d)), np.zeros((1, d))
         return tuple((_basis(samples_per_segment, 6 - k) @ self._scaled(k)).reshape(-1, d) for k in range(3))
+
+    def dense_extremes(self, samples_per_segment: int = 16) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max), each [3, D]: the extremes of q, v, a over the samples of `dense` (one basis product for
+        all three derivatives and two reductions: what a limit check needs when nothing is violated)."""
+        d = self.positions.shape[1]
+        if len(self._coef) == 0:
+            q = self.positions
+            zero = np.zeros(d)
+            return np.stack([q.min(axis=0), zero, zero]), np.stack([q.max(axis=0), zero, zero])
+        T = np.diff(self.times_s)
+        K = len(T)
+        # k-th derivative at s = u T: T^-k sum_n P(n, k) (c_n T^n) u^(n-k): scale the coefficients once, one
+        # basis product for all three derivatives, then T^-k per segment.
+        scaled = self._coef * (T[:, None] ** np.arange(6))[:, :, None]  # [K, 6, D]
+        S = samples_per_segment
+        # one 2-D product [3 S, 6] x [6, D K], then reductions along the contiguous last axis (the fast way)
+        vals = (_derivative_basis(S) @ scaled.transpose(1, 2, 0).reshape(6, d * K)).reshape(3, S, d, K)
+        vals *= (1.0 / T[None, :] ** np.arange(3)[:, None])[:, None, None, :]
+        vals = vals.transpose(0, 2, 1, 3).reshape(3, d, S * K)
+        return vals.min(axis=2), vals.max(axis=2)
 
     def dense_jerk(self, samples_per_segment: int = 16) -> np.ndarray:
         """[S, D] jerk on the same samples as `dense` (analytic: 6 c3 + 24 c4 s + 60 c5 s^2), for jerk limits."""

@@ -347,7 +347,7 @@ class JointMpc:
         eps: float = 1e-4,
         max_iter: int = 4000,
         time_limit_s: float = 0.0,
-        qp_solver: str = "osqp",
+        qp_solver: str = "daqp",
         active_set_max_iter: int = 0,
         blocking: tuple[int, int] = (0, 1),
     ) -> None:
