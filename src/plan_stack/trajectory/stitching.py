@@ -23,10 +23,12 @@ stamped that long before its first new sample, and the controller joins its
 reference to the first point due after it activates the trajectory with one
 quintic. Over a whole lead that one quintic replaces several segments of the
 trajectory being executed and can overshoot their limits; so the samples of
-the active trajectory on the grid times inside the lead are emitted too
-(copied, never resampled): the controller then joins over at most a part of
-one segment, whose quintic through the same knots is the curve it already
-follows.
+the active trajectory on the grid times inside the lead, and back to the last
+grid time at or before now, are emitted too (copied, never resampled): the
+controller then joins over at most a part of one segment, whose quintic
+through the same knots is the curve it already follows, and the message never
+arrives before its stamp (a bridge checks an early message's join from its
+reference at arrival, not at the stamp).
 
 Safety. Every trajectory is checked against the limits before it is returned:
 sample-wise (`check_limits`), then its interpolated curve as published (lead,
@@ -438,10 +440,14 @@ class Stitcher:
         trimmed = max(0, math.ceil(offset - _TIME_EPS))
         lead = None
         if act is not None and use_active:
-            # Grid samples inside the lead that the active trajectory covers, the lead's start, the bridge.
-            n_lead = max(0, min(math.floor(self.lead_s / dt + _TIME_EPS),
-                                math.floor((t_start - act.t0_s) / dt + _TIME_EPS)))
-            times = np.concatenate([t_start - dt * np.arange(n_lead, 0, -1), [t_start - self.lead_s],
+            # With a lead: the active trajectory's grid samples over the lead and back to the last grid time at
+            # or before now (as far as it covers), then the message's stamp, then the bridge samples.
+            n_lead = 0
+            if self.lead_s > 0.0:
+                back = max(self.lead_s, t_start - now_s)
+                n_lead = max(0, min(math.ceil(back / dt - _TIME_EPS),
+                                    math.floor((t_start - act.t0_s) / dt + _TIME_EPS)))
+            times = np.concatenate([t_start - dt * np.arange(n_lead, 0, -1), [t_start - max(self.lead_s, n_lead * dt)],
                                     t_start + dt * np.arange(S)])
             q, v, a = act.sample(times)
             bq, bv, ba = q[n_lead + 1:], v[n_lead + 1:], a[n_lead + 1:]
@@ -538,7 +544,7 @@ class Stitcher:
                                       np.concatenate([al.lead[0], traj.positions]),
                                       np.concatenate([al.lead[1], traj.velocities]),
                                       np.concatenate([al.lead[2], traj.accelerations]))
-        lead_s = max(0.0, self.lead_s - n_lead * dt)
+        lead_s = max(0.0, self.lead_s - n_lead * dt)  # 0 once the samples reach back over the whole lead
         stamp = traj.t0_s - lead_s
         published = Trajectory(traj.joint_names, stamp, traj.times_s + lead_s, traj.positions, traj.velocities,
                                traj.accelerations)
