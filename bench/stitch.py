@@ -166,9 +166,12 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=10,
                    help="each case's calls are split into this many rounds, interleaved with the other cases")
-    p.add_argument("--suite", choices=["easy", "binding", "dds", "all"], default="all",
-                   help="easy: the sinusoid table above; binding: workloads where bounds bind (stitch_binding.py)")
+    p.add_argument("--suite", choices=["easy", "binding", "bridge", "dds", "all"], default="all",
+                   help="easy: the sinusoid table above; binding: workloads where bounds bind; bridge: stitcher + the "
+                        "bridge's decisions in one process, refusals counted (stitch_binding.py)")
     p.add_argument("--dds-chunks", type=int, default=100, help="chunks sent over DDS (suite dds)")
+    p.add_argument("--bridge-chunks", type=int, default=300,
+                   help="chunks per robot, seed and delay stitched and handed to the bridge (suite bridge)")
     p.add_argument("--workloads", nargs="+", default=list(stitch_binding.WORKLOADS),
                    choices=list(stitch_binding.WORKLOADS))
     p.add_argument("--binding-backends", nargs="+", default=list(stitch_binding.BACKENDS),
@@ -183,6 +186,16 @@ def main(argv=None) -> int:
         all_rows += rows
         ok = all(r["received"] == r["chunks"] for r in rows)
         if args.suite == "dds":
+            if args.json:
+                write_json(all_rows, args.json)
+            return 0 if ok else 1
+        print()
+    if args.suite in ("bridge", "all"):
+        rows = stitch_binding.run_bridge(n_chunks=args.bridge_chunks)
+        report(rows, stitch_binding.BRIDGE_COLUMNS, "", {"delay_max_ms": ".0f"})
+        all_rows += rows
+        ok = all(r["refused"] == 0 and r["failed"] == 0 for r in rows)
+        if args.suite == "bridge":
             if args.json:
                 write_json(all_rows, args.json)
             return 0 if ok else 1

@@ -8,12 +8,20 @@ Used by `bench/stitch.py --suite binding`. Workloads (seeded; H = 50 samples, dt
 * `tight`      (c) smooth chunks under limits a third of the usual ones;
 * `rough+stitch` (d) consecutive rough chunks, each arriving after 10 executed samples and
                stitched onto the trajectory being executed;
-* `infeasible` (e) a measured start 20 % above the velocity limit and accelerating outward.
+* `infeasible` (e) a measured start 20 % above the velocity limit and accelerating outward (14 DoF:
+               the arm joints; the grippers at rest).
 Limits: `12` DoF v/a/j = 3/15/150 (tight: 1/5/50), all continuous; `14` DoF ALOHA: the
-stitcher limits of config/aloha.yaml (12 arm joints + 2 rate-limited grippers).
+stitcher of config/aloha.yaml as shipped (its limits derived from aloha_bridge's, the grippers
+planned as joints, chunks kept inside the position range as a head trained on demonstrations is).
 
-Backends: ours through `Stitcher.process` (everything a chunk costs): `mpc` (closed form,
-DAQP where a bound binds), `mpc-active-set` (the numpy dual active set), `mpc-osqp`, `ruckig`
+Every row's trajectories are checked twice: at the samples (`check_limits`) and as the bridge checks
+them, on the interpolated curve (`embodiments.validation.check_trajectory`, the bridge's own function,
+against the bridge's limits on 14 DoF and the stitcher's on 12): `violations` counts either.
+
+Backends: ours through `Stitcher.process` (everything a chunk costs, including the stitcher's own
+bridge check): `mpc` (closed form, DAQP where a bound binds, move blocking as configured:
+`mpc_free_steps` 8, `mpc_block` 6), `mpc-unblocked` (the same with one jerk per step, the QP of the
+code before move blocking), `mpc-active-set` (the numpy dual active set), `mpc-osqp`, `ruckig`
 (the chaser); and the public reference's design rebuilt here, on the same chunks:
 `ref-osqp` (one OSQP QP per joint on an Euler triple integrator, eps 1e-2, no polishing,
 set up once and warm-started: the fastest way to run that design) and `ref-ruckig` (one
@@ -27,21 +35,35 @@ import numpy as np
 import osqp
 import scipy.sparse as sp
 
+from plan_stack.embodiments.validation import check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import Limits, check_limits
-from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
+from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus, accept_limits
 
 WORKLOADS = ("offset", "rough", "tight", "rough+stitch", "infeasible")
-BACKENDS = ("mpc", "mpc-active-set", "mpc-osqp", "ruckig", "ref-osqp", "ref-ruckig")
+BACKENDS = ("mpc", "mpc-unblocked", "mpc-active-set", "mpc-osqp", "ruckig", "ref-osqp", "ref-ruckig")
 DT = 0.02
-ALOHA_ARM = dict(v_max=2.8, a_max=(20.0, 20.0, 20.0, 32.0, 32.0, 32.0) * 2, j_max=(200.0, 200.0, 200.0, 400.0, 400.0,
-                                                                                    400.0) * 2)
-ALOHA_DISCRETE_RATE = 4.0
+_ALOHA: dict | None = None
+
+
+def aloha_stitcher() -> dict:
+    """The stitcher parameters of config/aloha.yaml that StitcherConfig takes (limits derived by limits_from)."""
+    global _ALOHA
+    if _ALOHA is None:
+        from plan_stack.config import field_kinds
+        from plan_stack.robot_config import load_robot_config
+
+        params = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher").parameters
+        known = field_kinds(StitcherConfig)
+        _ALOHA = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in known}
+    return dict(_ALOHA)
 
 
 def limits_for(workload: str, dof: int) -> dict:
     if dof == 14:
-        return dict(ALOHA_ARM)
+        a = aloha_stitcher()
+        return {k: a[k] for k in ("v_max", "a_max", "j_max")}
     if workload == "tight":
         return dict(v_max=1.0, a_max=5.0, j_max=50.0)
     return dict(v_max=3.0, a_max=15.0, j_max=150.0)
@@ -49,11 +71,16 @@ def limits_for(workload: str, dof: int) -> dict:
 
 def names_for(dof: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if dof == 14:
-        names = tuple(f"{arm}_{j}" for arm in ("left", "right") for j in ("waist", "shoulder", "elbow",
-                                                                           "forearm_roll", "wrist_angle",
-                                                                           "wrist_rotate", "gripper"))
-        return names, ("left_gripper", "right_gripper")
+        a = aloha_stitcher()
+        return tuple(a["joint_names"]), tuple(a.get("discrete_joints", ()))
     return tuple(f"joint_{i}" for i in range(dof)), ()
+
+
+def interpolated_ok(names, q, v, a, lim: Limits) -> bool:
+    """The bridge's own check of the curve a quintic-interpolating controller follows through samples
+    [T, D] from the first one (its joints `names`, limits `lim` in that order)."""
+    traj = Trajectory.on_grid(0.0, DT, names, q, v, a)
+    return check_trajectory(traj, names, lim, 0.0).ok
 
 
 class ChunkSource:
@@ -68,6 +95,14 @@ class ChunkSource:
         self.a_max = np.broadcast_to(np.asarray(lim["a_max"], float), (int((~discrete).sum()),))
         self.now = 0.0
         self.last: np.ndarray | None = None
+        self.q_lo = np.full(dof, -np.inf)
+        self.q_hi = np.full(dof, np.inf)
+        if dof == 14:  # inside the robot's range, as a head trained on its demonstrations is
+            a = aloha_stitcher()
+            self.q_lo, self.q_hi = np.asarray(a["q_min"], float), np.asarray(a["q_max"], float)
+
+    def _in_range(self, q: np.ndarray) -> np.ndarray:
+        return np.minimum(np.maximum(q, self.q_lo), self.q_hi)
 
     def _smooth(self, t0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rng, D, H = self.rng, self.dof, self.H
@@ -90,7 +125,7 @@ class ChunkSource:
         if wl == "rough+stitch" and self.last is not None:
             self.now += 10 * DT
             k = 10
-            q = self._rough(self.last[k])
+            q = self._in_range(self._rough(self.last[k]))
             self.last = q
             return Chunk(self.now, self.names, DT, self._grip(q)), self.now, None
         self.now = 0.0
@@ -99,19 +134,28 @@ class ChunkSource:
             q, q0, v0 = self._smooth(0.0)
             if wl == "offset":
                 q0 = q0 + self.rng.uniform(-0.05, 0.05, D)
+            if self.dof == 14:  # around the middle of the range
+                mid = 0.5 * (self.q_lo + self.q_hi)
+                q, q0 = self._in_range(q + mid), self._in_range(q0 + mid)
             v0[~c] = 0.0
             return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), np.clip(v0, -1, 1), zero)
         if wl in ("rough", "rough+stitch"):
-            q0 = self.rng.uniform(-0.5, 0.5, D)
-            q = self._rough(q0)
+            q0 = self._in_range(self.rng.uniform(-0.5, 0.5, D))
+            q = self._in_range(self._rough(q0))
             self.last = q
             return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), zero, zero)
         # infeasible: 20 % above the velocity limit on every continuous joint, accelerating outward
         q, q0, _ = self._smooth(0.0)
+        if self.dof == 14:
+            mid = 0.5 * (self.q_lo + self.q_hi)
+            q, q0 = self._in_range(q + mid), self._in_range(q0 + mid)
         sign = self.rng.choice([-1.0, 1.0], int(c.sum()))
         v0, a0 = zero.copy(), zero.copy()
         v0[c] = 1.2 * self.v_max * sign
         a0[c] = 0.5 * self.a_max * sign
+        if self.dof == 14:  # the grippers at rest: a 0..1 gripper has no room to brake from 1.2 x its rate
+            grip = np.array(["gripper" in n for n in self.names])
+            v0[grip] = a0[grip] = 0.0
         return Chunk(0.0, self.names, DT, self._grip(q)), 0.0, (self._grip1(q0), v0, a0)
 
     def _grip(self, q: np.ndarray) -> np.ndarray:
@@ -195,12 +239,17 @@ class BindingCase:
         self.mask = np.array([n in discrete for n in names])
         self.src = ChunkSource(workload, dof, H, seed, lim, self.mask)
         per_sample = backend == "ref-ruckig"
-        self.cfg = StitcherConfig(
-            joint_names=names, discrete_joints=discrete, dt=DT,
-            backend="ruckig" if backend in ("ruckig", "ref-ruckig") else "mpc",
-            qp_solver={"mpc-osqp": "osqp", "mpc-active-set": "active_set"}.get(backend, "daqp"),
-            discrete_rate=ALOHA_DISCRETE_RATE, **lim,
-            **(dict(ruckig_stride=1, ruckig_lookahead=1) if per_sample else {}))
+        base = aloha_stitcher() if dof == 14 else dict(joint_names=names, discrete_joints=discrete, **lim)
+        base.update(dt=DT, backend="ruckig" if backend in ("ruckig", "ref-ruckig") else "mpc",
+                    qp_solver={"mpc-osqp": "osqp", "mpc-active-set": "active_set"}.get(backend, "daqp"),
+                    command_latency_s=0.0, stitch_len=3)
+        if per_sample:
+            base.update(ruckig_stride=1, ruckig_lookahead=1)
+        if backend == "mpc-unblocked":
+            base.update(mpc_block=1)
+        self.cfg = StitcherConfig(**base)
+        self.accept = accept_limits(self.cfg)
+        self.interp_viol = 0
         self.st = Stitcher(self.cfg)
         self.st.prepare(H)
         self.ref = ReferenceOsqp(H, self.st.limits) if backend == "ref-osqp" else None
@@ -239,7 +288,10 @@ class BindingCase:
                 tr = res.trajectory
                 rep = check_limits(DT, tr.positions[:, c], tr.velocities[:, c], tr.accelerations[:, c],
                                    self.st.limits)
-                self.viol += (not rep.ok) and res.report.ok
+                interp = interpolated_ok(self.cfg.joint_names, tr.positions, tr.velocities, tr.accelerations,
+                                         self.accept)
+                self.interp_viol += not interp
+                self.viol += (not rep.ok or not interp) and res.report.ok
                 self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
                 k = round((tr.t0_s - chunk.stamp_s) / DT)
                 n = min(len(tr.positions), len(chunk.positions) - k)
@@ -267,7 +319,10 @@ class BindingCase:
             return
         rep = check_limits(DT, out[0], out[1], out[2], self.st.limits)
         if self.workload != "infeasible":
-            self.viol += not rep.ok
+            names = tuple(np.asarray(self.cfg.joint_names)[c])
+            interp = interpolated_ok(names, out[0], out[1], out[2], self.accept.subset(np.flatnonzero(c)))
+            self.interp_viol += not interp
+            self.viol += not rep.ok or not interp
             self.ratios.append((rep.v_ratio, rep.a_ratio, rep.j_ratio))
             self.rms.append(float(np.sqrt(np.mean((out[0] - ref) ** 2))))
         else:
@@ -284,13 +339,15 @@ class BindingCase:
             "constrained_frac": self.constrained / max(1, self.calls * n_cont),
             "rms_error": float(np.mean(self.rms)) if self.rms else float("nan"),
             "max_v_ratio": float(r[:, 0].max()), "max_a_ratio": float(r[:, 1].max()),
-            "max_j_ratio": float(r[:, 2].max()), "violations": self.viol, "fallbacks": self.fallbacks,
+            "max_j_ratio": float(r[:, 2].max()), "violations": self.viol, "interp_violations": self.interp_viol,
+            "fallbacks": self.fallbacks,
             "failed": self.failed, "samples": self.calls,
         }
 
 
 COLUMNS = ["workload", "backend", "dof", "median_ms", "p90_ms", "p99_ms", "min_ms", "constrained_frac", "rms_error",
-           "max_v_ratio", "max_a_ratio", "max_j_ratio", "violations", "fallbacks", "failed", "x_reference",
+           "max_v_ratio", "max_a_ratio", "max_j_ratio", "violations", "interp_violations", "fallbacks", "failed",
+           "x_reference",
            "samples"]
 
 #: The slow exact numpy active set gets fewer calls (it takes ~100x longer on binding chunks).
@@ -434,3 +491,80 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
              "p50_ms": p50, "p95_ms": pct(95), "p99_ms": pct(99),
              "solve_p50_ms": float(np.median(solve_ms)) if solve_ms else float("nan"),
              "convert_p50_ms": convert_p50, "convert_share": convert_p50 / p50 if p50 else float("nan")}]
+
+
+BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "chunks", "published", "refused", "fallbacks",
+                  "interpolation_rejects", "failed", "first_refusal"]
+
+
+def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0), n_chunks=300) -> list[dict]:
+    """The stitcher and its bridge's decisions (`ArmBridge`, the bridge nodes' library) in one process, with
+    the robot config's parameters: rough chunks every 0.10-0.12 s (off the output grid) from where the
+    bridge's reference is, each trajectory published with the node's lead and accepted by the bridge up to
+    `delay` after the chunk; the stitcher keeps stitching onto what the bridge executes (after a refusal, the
+    bridge's last accepted command). Counts the bridge's refusals (goal: 0)."""
+    import dataclasses
+
+    from plan_stack.config import field_kinds, from_mapping
+    from plan_stack.embodiments.arm_bridge import ArmBridge, ArmBridgeSettings
+    from plan_stack.embodiments.registry import robot_of_bridge
+    from plan_stack.robot_config import load_robot_config
+
+    rows = []
+    for robot in robots:
+        nodes = {n.name: n for n in load_robot_config(robot).nodes}
+        spec = next(n for n in nodes.values() if n.executable == "stitcher")
+        bnode = next(n for n in nodes.values() if (r := robot_of_bridge(n.executable)) is not None
+                     and r.bridge_limits is not None)
+        bridge_robot = robot_of_bridge(bnode.executable)
+        assert bridge_robot is not None
+        known = field_kinds(StitcherConfig)
+        cfg = from_mapping(StitcherConfig, {k: v for k, v in spec.parameters.items() if k in known})
+        lead = float(spec.parameters.get("point_lead_s", 0.0))
+        blim = bridge_robot.joint_limits(bnode.parameters)
+        names = cfg.joint_names
+        D = len(names)
+        blim = blim.subset([blim.joint_names.index(n) for n in names])
+        lo = np.asarray(cfg.q_min, float) if len(cfg.q_min) == D else blim.q_min
+        hi = np.asarray(cfg.q_max, float) if len(cfg.q_max) == D else blim.q_max
+        for seed in seeds:
+            for delay_ms in delays_ms:
+                rng = np.random.default_rng(seed)
+                st = Stitcher(cfg, lead_s=lead)
+                st.prepare(50)
+                br = ArmBridge(names, blim, ArmBridgeSettings(0.5, float(bnode.parameters.get("jump_tolerance", 0.02)),
+                                                              1.0, 0.05, 0.8, 1.0, cfg.command_latency_s),
+                               np.ones(D, bool), np.full(D, np.inf))
+                br.on_joint_state(np.clip(rng.uniform(-0.5, 0.5, D), lo, hi), 0.0)
+                now, last_cmd = 0.0, None
+                row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, chunks=n_chunks, published=0,
+                           refused=0, fallbacks=0, interpolation_rejects=0, failed=0, first_refusal="")
+                for _ in range(n_chunks):
+                    now += 0.1 + rng.uniform(0.0, DT)
+                    assert br.follower is not None
+                    here = br.follower.peek(now)
+                    v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
+                    ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
+                    ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
+                    start = br.follower.peek(now + cfg.command_latency_s)
+                    measured = None if st.active is not None and now <= st.active.end_s else \
+                        (start.positions, start.velocities, start.accelerations)
+                    res = st.process(Chunk(now, names, DT, np.clip(ref, lo, hi)), now, measured)
+                    row["interpolation_rejects"] += res.interpolation_rejects
+                    if res.trajectory is None:
+                        row["failed"] += 1
+                        continue
+                    row["fallbacks"] += res.status is StitchStatus.FALLBACK
+                    tr = res.trajectory
+                    msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
+                                              dt_s=None)
+                    acc = br.accept(msg, now + rng.uniform(0.0, delay_ms * 1e-3))
+                    row["published"] += 1
+                    if acc.verdict.ok:
+                        last_cmd = acc.command
+                    else:
+                        row["refused"] += 1
+                        row["first_refusal"] = row["first_refusal"] or acc.verdict.message
+                        st.adopt(last_cmd)  # stitch onto what the bridge executes
+                rows.append(row)
+    return rows

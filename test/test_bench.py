@@ -28,6 +28,8 @@ CASES = {
                         "mpc", "ruckig", "ref-osqp", "ref-ruckig"],
                        {"workload", "backend", "dof", "median_ms", "p90_ms", "constrained_frac", "violations",
                         "failed", "x_reference"}),
+    "stitch:bridge": (["--suite", "bridge", "--bridge-chunks", "5"],
+                      {"suite", "robot", "seed", "delay_max_ms", "published", "refused", "interpolation_rejects"}),
     "stitch:dds": (["--suite", "dds", "--dds-chunks", "5"],
                    {"suite", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "convert_share"}),
     "graph": (["--parts", "idle", "--executors", "per_node", "--idle-nodes", "stitcher", "--idle-window", "1",

@@ -78,7 +78,10 @@ def test_rule_scales_and_insets_each_limit():
     out = LimitRule(0.5, 0.25, 0.1, 0.8, 0.2).stitcher_limits(bridge, ("a", "g"), ("g",))
     # every joint bounded: one range per joint, the discrete channel at the bridge's own range
     assert out == {"v_max": (1.0,), "a_max": (2.5,), "j_max": (10.0,), "q_min": (-0.8, 0.0), "q_max": (0.8, 1.0),
-                   "discrete_rate": (4.0,)}
+                   "discrete_rate": (4.0,),
+                   # the bridge's own limits, one per joint (no jerk: the bridge limits the gripper's not)
+                   "bridge_v_max": (2.0, 5.0), "bridge_a_max": (10.0, 40.0), "bridge_q_min": (-1.0, 0.0),
+                   "bridge_q_max": (1.0, 1.0)}
     open_gripper = Limits.for_joints(("a", "g"), [-1.0, -np.inf], [1.0, np.inf], [2.0, 5.0], [10.0, 40.0])
     out = LimitRule(0.5, 0.25, 0.1, 0.8, 0.2).stitcher_limits(open_gripper, ("a", "g"), ("g",))
     assert (out["q_min"], out["q_max"]) == ((-0.8,), (0.8,))  # the continuous joints' only

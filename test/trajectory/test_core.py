@@ -207,3 +207,17 @@ def test_grid_trajectory_sampling_uses_the_controller_polynomials():
     q, v, a = grid.sample(t[-2:])
     assert np.array_equal(q[0], P[-1]) and np.array_equal(v[0], V[-1])  # on the last point: stored
     assert np.array_equal(q[1], P[-1]) and not v[1].any() and not a[1].any()  # after it: hold at rest
+
+
+@pytest.mark.parametrize("mode", ["quintic", "cubic", "linear"])
+def test_dense_extremes_are_those_of_the_dense_samples(mode):
+    from plan_stack.trajectory.core import Spline
+
+    rng = np.random.default_rng(3)
+    t = np.concatenate([[0.0], 0.013 + 0.02 * np.arange(30)])  # a short first segment, as after a join
+    P, V, A = rng.normal(size=(3, 31, 5))
+    spline = Spline(t, P, None if mode == "linear" else V, A if mode == "quintic" else None, mode)
+    q, v, a = spline.dense(16)
+    lo, hi = spline.dense_extremes(16)
+    np.testing.assert_allclose(lo, [q.min(0), v.min(0), a.min(0)], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(hi, [q.max(0), v.max(0), a.max(0)], rtol=1e-12, atol=1e-12)

@@ -186,7 +186,7 @@ def test_warm_start_reduces_iterations():
     x0 = np.zeros((3, D))
     sh = mpc.shape(M - 1, DT, False)
     solver = sh.osqp(mpc._settings)
-    qv, lo, hi, coeff = sh.osqp_vectors(x0[:, 0], ref[1:, 0], mpc.qp_limits(lim), 0)
+    qv, lo, hi, coeff = sh.osqp_vectors(x0[:, 0], ref[1:, 0], mpc.qp_limits(lim), 0, np.zeros(sh.n))
     solver.update(q=qv, l=lo, u=hi, Ax=coeff, Ax_idx=sh._brake_idx)
     solver.warm_start(x=np.zeros(4 * (M - 1)), y=np.zeros(len(lo)))
     cold = solver.solve(raise_error=False)
@@ -218,3 +218,25 @@ def test_shape_mismatch_raises():
         JointMpc(limit_margin=0.7)
     with pytest.raises(TrajectoryError, match="qp_solver"):
         JointMpc(qp_solver="cvx")
+
+
+@pytest.mark.parametrize("qp_solver", ["daqp", "active_set"])
+def test_move_blocking_holds_the_jerk_over_each_block_and_keeps_every_limit(qp_solver):
+    rng = np.random.default_rng(5)
+    D, M = 4, 40
+    lim = Limits.create(D, 1.0, 5.0, 50.0, -0.4, 0.4)
+    x0 = np.zeros((3, D))
+    ref = np.cumsum(rng.normal(0.0, 0.05, (M, D)), axis=0) + 0.3 * rng.choice([-1.0, 1.0], D)  # binds
+    free, block = 5, 6
+    r = JointMpc(qp_solver=qp_solver, blocking=(free, block)).solve(x0, ref, DT, lim)
+    assert r.status is MpcStatus.OK and len(r.constrained_joints) > 0
+    tail = r.jerks[free:]
+    for k in range(0, len(tail), block):  # one jerk per block after the free steps
+        np.testing.assert_allclose(tail[k:k + block], np.broadcast_to(tail[k], tail[k:k + block].shape))
+    assert check_limits(DT, r.positions, r.velocities, r.accelerations, lim).ok
+    # the samples are the exact integration of those jerks (dynamics hold to round-off)
+    A, B = discretisation(DT)
+    X = x0.copy()
+    for k in range(M - 1):
+        X = A @ X + B[:, None] * r.jerks[k]
+        np.testing.assert_allclose(X, r.states[:, k + 1], atol=1e-9)

@@ -79,12 +79,14 @@ def _first_point_s(msg: JointTrajectory, epoch_ns: int) -> float:
 def test_after_a_refused_trajectory_the_next_starts_where_the_bridge_holds():
     cfg = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher").parameters
     with ros_context() as ctx:
-        # The stitcher's arm limits are made looser than the bridge's so that it can emit a trajectory the
-        # bridge refuses (in the shipped config they are 0.9x / 0.8x the bridge's).
+        # The stitcher's arm limits, and the bridge limits it checks its trajectories against, are made looser
+        # than the bridge's so that it can emit a trajectory the bridge refuses (in the shipped config they are
+        # 0.9x / 0.8x the bridge's, and the bridge's own).
         stitcher = StitcherNode(context=ctx, parameter_overrides=_params(
             "stitcher", initial_state="bridge", diagnostics_period_s=0.2,
             v_max=[10 * v for v in cfg["v_max"]], a_max=[10 * a for a in cfg["a_max"]],
-            j_max=[10 * j for j in cfg["j_max"]]))
+            j_max=[10 * j for j in cfg["j_max"]], bridge_v_max=[10 * v for v in cfg["bridge_v_max"]],
+            bridge_a_max=[10 * a for a in cfg["bridge_a_max"]]))
         bridge = AlohaBridgeNode(context=ctx, parameter_overrides=_params("aloha_bridge", watchdog_timeout=5.0))
         peer = _Peer(context=ctx)
         q_robot = np.array([*START_ARM_POSE, FINGER, *START_ARM_POSE, FINGER])

@@ -7,7 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plan_stack.config import ConfigError
+from plan_stack.embodiments.validation import check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
+from plan_stack.trajectory.core import Reference
 from plan_stack.trajectory.limits import check_limits
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus, Trajectory
 
@@ -402,3 +404,86 @@ def test_a_reported_trajectory_far_outside_the_limits_or_from_the_future_is_refu
         s.check_reported(reported(10.0, [1.2, 0.0]), now_s=10.0)
     with pytest.raises(TrajectoryError, match="future"):
         s.check_reported(reported(1e5, [0.0, 0.0]), now_s=10.0)
+
+
+def _published(res, names):
+    """The trajectory as the node publishes it: stamped `res.lead_s` before its first point."""
+    tr = res.trajectory
+    return Trajectory(names, tr.t0_s - res.lead_s, tr.times_s + res.lead_s, tr.positions, tr.velocities,
+                      tr.accelerations)
+
+
+def test_samples_within_limits_but_a_curve_the_bridge_refuses_is_never_emitted():
+    # A start just above the lower bound, moving toward it and decelerating: the MPC's samples stay in range
+    # (the sample-wise check passes), but its cubic dips below the bound between the first two samples,
+    # where the bridge's dense check of the interpolated curve refuses it.
+    cfg = StitcherConfig(joint_names=("a",), dt=DT, stitch_len=1, v_max=1.0, a_max=20.0, j_max=400.0,
+                         q_min=(0.0,), q_max=(1.0,))
+    s = Stitcher(cfg)
+    x0 = np.array([[1e-4], [-0.05], [5.0]])
+    ref = np.zeros((20, 1))
+    mpc = s._mpc.solve(x0, ref, DT, s.limits)
+    P, V, A = mpc.states
+    raw = Trajectory.on_grid(0.0, DT, ("a",), P, V, A)
+    initial = Reference(x0[0], x0[1], x0[2], True)
+    assert check_limits(DT, P, V, A, s.limits).ok  # the samples pass
+    assert not check_trajectory(raw, ("a",), s.accept_limits, 0.0, initial).ok  # the bridge refuses the curve
+    res = s.process(Chunk(0.0, ("a",), DT, ref), 0.0, tuple(x0))
+    assert res.interpolation_rejects >= 1 and any("interpolated" in m for m in res.messages)
+    assert res.generator != "mpc"
+    if res.trajectory is not None:  # a fallback that the bridge accepts, or nothing at all
+        assert check_trajectory(_published(res, ("a",)), ("a",), s.accept_limits, 0.0, initial).ok
+    else:
+        assert res.status is StitchStatus.FAILED and s.active is None
+
+
+def _aloha():
+    """(stitcher config, bridge limits, lead) of config/aloha.yaml, limits derived by its limits_from."""
+    from plan_stack.config import field_kinds, from_mapping
+    from plan_stack.embodiments.registry import robot_of_bridge
+    from plan_stack.robot_config import load_robot_config
+
+    nodes = {n.name: n for n in load_robot_config("aloha").nodes}
+    params = nodes["stitcher"].parameters
+    known = field_kinds(StitcherConfig)
+    cfg = from_mapping(StitcherConfig, {k: v for k, v in params.items() if k in known})
+    bridge = nodes["aloha_bridge"]
+    return cfg, robot_of_bridge(bridge.executable).joint_limits(bridge.parameters), float(params["point_lead_s"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), n_chunks=st.integers(1, 5), dv=st.floats(0.1, 1.0), jump=st.floats(0.0, 0.5),
+       period=st.integers(2, 8))
+def test_every_trajectory_the_stitcher_emits_passes_the_aloha_bridges_own_validation(seed, n_chunks, dv, jump,
+                                                                                     period):
+    from plan_stack.embodiments.arm_bridge import ArmBridge, ArmBridgeSettings
+
+    cfg, blim, lead = _aloha()
+    rng = np.random.default_rng(seed)
+    names = cfg.joint_names
+    D = len(names)
+    s = Stitcher(cfg, lead_s=lead)
+    s.prepare(50)
+    lo, hi = np.asarray(cfg.q_min), np.asarray(cfg.q_max)
+    bridge = ArmBridge(names, blim, ArmBridgeSettings(0.5, 0.02, 1.0, 0.05, 0.8, 1.0, lead),
+                       np.ones(D, bool), np.full(D, np.inf))
+    bridge.on_joint_state(rng.uniform(lo, hi), 0.0)
+    now = 0.0
+    for _ in range(n_chunks):
+        now += period * DT + rng.uniform(0.0, DT)  # chunks arrive off the output grid
+        here = bridge.follower.peek(now)
+        # rough learned-head-like chunk from where the robot's reference is: a random walk of the velocity
+        # plus a step, kept in the position range (the stitcher rejects chunks far beyond it)
+        v = np.cumsum(rng.normal(0.0, dv, (50, D)), axis=0)
+        ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
+        ref[rng.integers(1, 50):] += jump * rng.choice([-1.0, 1.0], D)
+        ref = np.clip(ref, lo, hi)
+        start = bridge.follower.peek(now + cfg.command_latency_s)
+        measured = None if s.active is not None and now <= s.active.end_s else \
+            (start.positions, start.velocities, start.accelerations)
+        res = s.process(Chunk(now, names, DT, ref), now, measured)
+        assert res.status is not StitchStatus.FAILED, res.messages
+        # the message reaches the bridge before its first point is due: at once (before its stamp) or later
+        received = now + rng.choice([0.0, rng.uniform(0.0, lead)])
+        verdict = bridge.accept(_published(res, names), received).verdict
+        assert verdict.ok, (verdict.message, res.generator, res.messages)

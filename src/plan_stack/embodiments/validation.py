@@ -161,12 +161,11 @@ def check_trajectory(
     vel = None if traj.velocities is None else traj.velocities[:, order]
     acc = None if traj.accelerations is None else traj.accelerations[:, order]
     lo, hi = limits.q_min, limits.q_max
-    for i, q in enumerate(pos):
-        bad = np.flatnonzero((q < lo - tolerance) | (q > hi + tolerance))
-        if bad.size:
-            j = int(bad[0])
-            return Verdict(False, INVALID_GOAL,
-                           f"positions: {expected_names[j]} = {q[j]:.6g} at {_fmt_point(i)} is outside [{lo[j]:.6g}, {hi[j]:.6g}]")
+    outside = (pos < lo - tolerance) | (pos > hi + tolerance)
+    if outside.any():  # the first point (then joint) outside, as a loop over the points would find it
+        i, j = (int(x) for x in np.argwhere(outside)[0])
+        return Verdict(False, INVALID_GOAL,
+                       f"positions: {expected_names[j]} = {pos[i, j]:.6g} at {_fmt_point(i)} is outside [{lo[j]:.6g}, {hi[j]:.6g}]")
     for label, arr, lim in (("velocities", vel, limits.v_max), ("accelerations", acc, limits.a_max)):
         if arr is None:
             continue
@@ -194,26 +193,38 @@ def check_trajectory(
         spline = spline_from(ordered, start, initial, max(now_s, start) if initial is not None else start)
     except TrajectoryError as exc:
         return Verdict(False, INVALID_GOAL, str(exc))
-    q_s, v_s, a_s = spline.dense(samples_per_segment)
-    checks: list[tuple[str, np.ndarray, np.ndarray]] = [("velocity", np.abs(v_s), limits.v_max)]
+    # Per-joint extremes of the dense samples first (one product, two reductions); the samples themselves,
+    # to locate the first one that broke a limit, only when one did: the same verdict and message as
+    # comparing every sample.
+    mins, maxs = spline.dense_extremes(samples_per_segment)
+    checks: list[tuple[str, int, np.ndarray]] = [("velocity", 1, limits.v_max)]
     if spline.mode != "linear":
-        checks.append(("acceleration", np.abs(a_s), limits.a_max))
-    bad_q = np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))
-    if bad_q.size:
-        j = int(bad_q[0][1])
+        checks.append(("acceleration", 2, limits.a_max))
+    if np.any(mins[0] < lo - tolerance) or np.any(maxs[0] > hi + tolerance):
+        q_s = spline.dense(samples_per_segment)[0]
+        j = int(np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))[0][1])
         return Verdict(False, INVALID_GOAL,
                        f"positions: the interpolated {spline.mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected_names[j]}")
+    jerk = None
     if limits.has_jerk_limits and spline.mode != "linear":
         # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
-        checks.append(("jerk", np.abs(spline.dense_jerk(samples_per_segment)), limits.j_max))
-    for label, arr, lim in checks:
-        over = arr > lim * (1 + tolerance)
-        if np.any(over):
-            j = int(np.argwhere(over)[0][1])
-            peak = float(arr[:, j].max())
-            return Verdict(False, INVALID_GOAL,
-                           f"{label}: the interpolated {spline.mode} curve reaches {peak:.6g} on {expected_names[j]}, "
-                           f"above the limit {lim[j]:.6g}")
+        jerk = spline.dense_jerk(samples_per_segment)
+        checks.append(("jerk", 3, limits.j_max))
+    for label, k, lim in checks:
+        bound = lim * (1 + tolerance)
+        if k < 3 and np.all(np.maximum(maxs[k], -mins[k]) <= bound):
+            continue
+        signed = jerk if k == 3 else spline.dense(samples_per_segment)[k]
+        assert signed is not None
+        arr = np.abs(signed)
+        hits = np.argwhere(arr > bound)
+        if not hits.size:  # NaN extremes (non-finite coefficients) compare false, as before
+            continue
+        j = int(hits[0][1])
+        peak = float(arr[:, j].max())
+        return Verdict(False, INVALID_GOAL,
+                       f"{label}: the interpolated {spline.mode} curve reaches {peak:.6g} on {expected_names[j]}, "
+                       f"above the limit {lim[j]:.6g}")
     return _OK
 
 

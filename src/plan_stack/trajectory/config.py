@@ -62,6 +62,13 @@ class StitcherConfig:
         "same dual active-set method in numpy (exact, slow: every step refactorises), or OSQP (set up once per "
         "horizon, warm-started) finished exactly by the active-set method from OSQP's active set",
         QpSolver.DAQP)
+    mpc_free_steps: int = param(
+        "Move blocking (DAQP and active_set; OSQP ignores it): the first this many steps each get their own jerk",
+        8, min=0, max=100000)
+    mpc_block: int = param(
+        "Move blocking: after mpc_free_steps, one jerk per this many steps (1 = a jerk per step, no blocking). "
+        "Fewer variables, fewer constraints active at once, fewer active-set steps; samples and limits stay "
+        "exact (constant jerk per sample period)", 6, min=1, max=1000)
     osqp_eps: float = param("OSQP absolute/relative tolerance before polishing", 1e-4, min=1e-12, max=1e-2)
     osqp_max_iter: int = param("OSQP iteration cap per joint", 4000, min=10)
     ruckig_stride: int = param("Ruckig: samples followed between two recomputations", 5, min=1)
@@ -82,6 +89,16 @@ class StitcherConfig:
         "Joints whose range ends are end stops (grippers: fully open / closed): chunk samples beyond q_min/q_max "
         "are clamped into the range however far out they lie and counted, never rejected (a command past an end "
         "stop saturates on the robot). Needs position limits for every joint it names", (), read_only=True)
+    bridge_v_max: tuple[float, ...] = param(
+        "Velocity limits of the controller (bridge) the trajectories go to, one per joint in joint_names order: the "
+        "interpolated curve of every trajectory is checked against them with the bridge's own check before it is "
+        "published (empty: the stitcher's own limits; set by limits_from)", ())
+    bridge_a_max: tuple[float, ...] = param("see bridge_v_max: acceleration limits (empty: the stitcher's own)", ())
+    bridge_j_max: tuple[float, ...] = param("see bridge_v_max: jerk limits (empty: the bridge checks no jerk)", ())
+    bridge_q_min: tuple[float, ...] = param("see bridge_v_max: lower position limits (empty: the stitcher's own)",
+                                            ())
+    bridge_q_max: tuple[float, ...] = param("see bridge_v_max: upper position limits (empty: the stitcher's own)",
+                                            ())
     command_latency_s: float = param(
         "Time a command needs to reach the robot; the first new sample is due no earlier than now + this", 0.0,
         min=0.0, max=1.0)
@@ -114,6 +131,12 @@ class StitcherConfig:
                 j in self.discrete_joints for j in self.saturate_joints))):
             raise ConfigError("saturate_joints: a joint clamped into its range needs a range: give q_min/q_max "
                               "(one per joint when a saturated joint is discrete)")
+        for name in ("bridge_v_max", "bridge_a_max", "bridge_j_max", "bridge_q_min", "bridge_q_max"):
+            v = getattr(self, name)
+            if v and len(v) != len(self.joint_names):
+                raise ConfigError(f"{name}: expected one value per joint ({len(self.joint_names)}), got {len(v)}")
+        if bool(self.bridge_q_min) != bool(self.bridge_q_max):
+            raise ConfigError("bridge_q_min: bridge_q_min and bridge_q_max must be given together")
         if isinstance(self.discrete_rate, tuple) and len(self.discrete_rate) not in (1, nd):
             raise ConfigError(f"discrete_rate: expected a scalar or {nd} values, got {len(self.discrete_rate)}")
         if self.min_horizon > self.max_horizon:

@@ -97,6 +97,29 @@ def evaluate(c: np.ndarray, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=64)
+def _derivative_basis(samples: int) -> np.ndarray:
+    """Read-only [3 S, 6]: rows k·S + i hold n!/(n-k)! u_i^(n-k) (0 for n < k), the k-th derivative of u^n
+    at S normalised times u_i in [0, 1] (k = 0, 1, 2)."""
+    u = np.linspace(0.0, 1.0, samples)
+    out = np.zeros((3, samples, 6))
+    for k in range(3):
+        for n in range(k, 6):
+            out[k, :, n] = math.perm(n, k) * u ** (n - k)
+    flat = out.reshape(3 * samples, 6)
+    flat.setflags(write=False)
+    return flat
+
+
+@functools.lru_cache(maxsize=64)
+def _basis(samples: int, terms: int) -> np.ndarray:
+    """Read-only [S, terms] powers u^0..u^(terms-1) of `samples` normalised times u in [0, 1], ends included."""
+    u = np.linspace(0.0, 1.0, samples)
+    b = u[:, None] ** np.arange(terms)[None, :]
+    b.setflags(write=False)
+    return b
+
+
+@functools.lru_cache(maxsize=64)
 def _grid_times(n: int, dt_s: float) -> np.ndarray:
     """Read-only [n] times i·dt_s (shared by every grid trajectory of that length)."""
     t = np.arange(n) * dt_s
@@ -278,27 +301,47 @@ class Spline:
         a = np.dot((0.0, 0.0, 2.0, 6 * s, 12 * s2, 20 * s3), c)
         return Reference(q, v, a, True)
 
-    def _local_times(self, samples_per_segment: int) -> np.ndarray:
-        """[K, S] local sample times of every segment, both ends included."""
-        return np.diff(self.times_s)[:, None] * np.linspace(0.0, 1.0, samples_per_segment)[None, :]
+    def _scaled(self, order: int) -> np.ndarray:
+        """[K, 6 - order, D] coefficients of the `order`-th derivative in the segment's normalised time
+        u = s / T in [0, 1]: the derivative is then one basis matrix of u times these, the same matrix for
+        every segment (one batched matrix product instead of a Horner scheme over [K, S, D] arrays)."""
+        T = np.diff(self.times_s)[:, None]  # [K, 1]
+        m = np.arange(order, 6)
+        fall = np.array([math.perm(int(k), order) for k in m], dtype=float)  # k!/(k-order)!
+        return self._coef[:, order:, :] * (fall[:, None] * T[..., None] ** (m - order)[None, :, None])
 
     def dense(self, samples_per_segment: int = 16):
         """(q, v, a), each [S, D], sampled on every segment including its ends (for limit checks)."""
-        if len(self._coef) == 0:
-            d = self.positions.shape[1]
-            return self.positions.copy(), np.zeros((1, d)), np.zeros((1, d))
         d = self.positions.shape[1]
-        q, v, a = evaluate(self._coef[:, None], self._local_times(samples_per_segment))  # [K, S, D]
-        return q.reshape(-1, d), v.reshape(-1, d), a.reshape(-1, d)
+        if len(self._coef) == 0:
+            return self.positions.copy(), np.zeros((1, d)), np.zeros((1, d))
+        return tuple((_basis(samples_per_segment, 6 - k) @ self._scaled(k)).reshape(-1, d) for k in range(3))
+
+    def dense_extremes(self, samples_per_segment: int = 16) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max), each [3, D]: the extremes of q, v, a over the samples of `dense` (one basis product for
+        all three derivatives and two reductions: what a limit check needs when nothing is violated)."""
+        d = self.positions.shape[1]
+        if len(self._coef) == 0:
+            q = self.positions
+            zero = np.zeros(d)
+            return np.stack([q.min(axis=0), zero, zero]), np.stack([q.max(axis=0), zero, zero])
+        T = np.diff(self.times_s)
+        K = len(T)
+        # k-th derivative at s = u T: T^-k sum_n P(n, k) (c_n T^n) u^(n-k): scale the coefficients once, one
+        # basis product for all three derivatives, then T^-k per segment.
+        scaled = self._coef * (T[:, None] ** np.arange(6))[:, :, None]  # [K, 6, D]
+        S = samples_per_segment
+        # one 2-D product [3 S, 6] x [6, D K], then reductions along the contiguous last axis (the fast way)
+        vals = (_derivative_basis(S) @ scaled.transpose(1, 2, 0).reshape(6, d * K)).reshape(3, S, d, K)
+        vals *= (1.0 / T[None, :] ** np.arange(3)[:, None])[:, None, None, :]
+        vals = vals.transpose(0, 2, 1, 3).reshape(3, d, S * K)
+        return vals.min(axis=2), vals.max(axis=2)
 
     def dense_jerk(self, samples_per_segment: int = 16) -> np.ndarray:
         """[S, D] jerk on the same samples as `dense` (analytic: 6 c3 + 24 c4 s + 60 c5 s^2), for jerk limits."""
         if len(self._coef) == 0:
             return np.zeros((1, self.positions.shape[1]))
-        c = self._coef[:, None]  # [K, 1, 6, D]
-        s = self._local_times(samples_per_segment)[..., None]
-        j = 6 * c[..., 3, :] + s * (24 * c[..., 4, :] + s * 60 * c[..., 5, :])
-        return j.reshape(-1, self.positions.shape[1])
+        return (_basis(samples_per_segment, 3) @ self._scaled(3)).reshape(-1, self.positions.shape[1])
 
 
 def spline_from(traj: Trajectory, start_s: float, initial: Reference | None, activation_s: float) -> Spline:

@@ -273,7 +273,9 @@ class LimitRule:
         `discrete_rate` one per discrete joint; `j_max` only when the bridge limits the jerk of every
         continuous joint. `q_min`/`q_max` list every joint when the bridge bounds every one (discrete joints
         at the bridge's own range), else the continuous joints when those are all bounded, else nothing.
-        `saturate_joints` lists the `exact_range_joints` (when there are any).
+        `saturate_joints` lists the `exact_range_joints` (when there are any). `bridge_v_max`, `bridge_a_max`
+        (and `bridge_j_max`, `bridge_q_min`/`bridge_q_max` where the bridge bounds every joint) are the bridge's
+        own limits, one per joint: what the stitcher's final check of the interpolated curve uses.
         """
         index = {n: i for i, n in enumerate(bridge.joint_names)}
         missing = [n for n in joint_names if n not in index]
@@ -309,6 +311,15 @@ class LimitRule:
             out["q_max"] = tuple(float(x) for x in hi - m)
         if disc:
             out["discrete_rate"] = tuple(float(x) for x in bridge.v_max[disc] * self.discrete_rate_scale)
+        # The bridge's own limits, one per joint: the stitcher checks every trajectory's interpolated curve
+        # against them with the bridge's own check before publishing it.
+        out["bridge_v_max"] = tuple(float(x) for x in bridge.v_max[every])
+        out["bridge_a_max"] = tuple(float(x) for x in bridge.a_max[every])
+        if np.all(np.isfinite(bridge.j_max[every])):
+            out["bridge_j_max"] = tuple(float(x) for x in bridge.j_max[every])
+        if np.all(np.isfinite(lo_all)) and np.all(np.isfinite(hi_all)):
+            out["bridge_q_min"] = tuple(float(x) for x in lo_all)
+            out["bridge_q_max"] = tuple(float(x) for x in hi_all)
         if self.exact_range_joints:
             if "q_min" not in out:
                 raise LimitsError(f"exact_range_joints: {list(self.exact_range_joints)} need a position range, "

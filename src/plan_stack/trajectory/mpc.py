@@ -17,7 +17,22 @@ subject to |v_t| <= v_max, |a_t| <= a_max, |j_t| <= j_max, q_min <= q_t <= q_max
 and the brake condition |v_t + c a_t| <= v_max (c = a_max / 2 j_max: from every
 emitted sample a jerk-limited stop stays inside v_max, so any sample can be the
 next chunk's start state), with the limits shrunk by `limit_margin` so round-off
-can never push an emitted sample past the real limit.
+can never push an emitted sample past the real limit. Position bounds bind
+samples only; between two samples the cubic can still pass a bound where the
+velocity changes sign, by at most a_max dt²/8 below the nearer sample. So from
+the second step on, the position bounds are moved inward by that much
+(`position_inset`): the curve between samples, not only the samples, stays in
+range (the first step keeps the plain bound: a start at rest on a bound could
+not move that far in one step).
+
+Move blocking (`blocking` = (free steps, block length); the stitcher's
+`mpc_free_steps`/`mpc_block`, 8 and 6 by default): the first free steps each
+have their own jerk, later steps share one jerk per block. The jerk is still
+constant over each sample period, so samples, limits and the interpolated
+curve stay exact; what changes is what is optimised: fewer variables in the
+tail (which the next chunk replaces anyway), so fewer constraints can be
+active at once and an active-set solve takes fewer steps. The jerk cost stays
+per step (w_jerk j'j = w_jerk u'B'Bu). OSQP's sparse form keeps a jerk per step.
 
 Structure exploited: the Hessian depends only on (N, dt, weights, mode), not on
 the joint or the reference, so its Cholesky factorisation (and H⁻¹) is done
@@ -55,7 +70,7 @@ from plan_stack.trajectory.limits import Limits, SampledStates, TrajectoryError
 QP_SOLVERS = ("daqp", "active_set", "osqp")
 
 __all__ = ["QP_SOLVERS", "MpcWeights", "MpcStatus", "MpcResult", "JointMpc", "discretisation", "condensed",
-           "brake_coefficient"]
+           "brake_coefficient", "position_inset"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,16 +137,38 @@ def condensed(n_steps: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
     return T, G
 
 
-class _Shape:
-    """Everything that depends only on (N, dt, weights, settle): built once, reused."""
+def blocking(n_steps: int, free_steps: int, block: int) -> np.ndarray:
+    """[N, n_u] 0/1 matrix mapping the decision variables to the per-step jerks (move blocking): the first
+    `free_steps` steps each have their own jerk, the later ones share one jerk per `block` steps (the last
+    block may be shorter). block <= 1: the identity."""
+    if block <= 1 or n_steps <= free_steps:
+        return np.eye(n_steps)
+    group = np.concatenate([np.arange(free_steps),
+                            free_steps + (np.arange(n_steps - free_steps) // block)])
+    B = np.zeros((n_steps, int(group[-1]) + 1))
+    B[np.arange(n_steps), group] = 1.0
+    return B
 
-    def __init__(self, n_steps: int, dt: float, w: MpcWeights, settle: bool) -> None:
+
+class _Shape:
+    """Everything that depends only on (N, dt, weights, settle, blocking): built once, reused.
+
+    With move blocking the decision variables are u (n_u <= N) and the jerks are B u; `G_all`, the
+    Hessian and the gains are in u (a blocked shape serves the condensed solvers, not OSQP's sparse form).
+    """
+
+    def __init__(self, n_steps: int, dt: float, w: MpcWeights, settle: bool, free_steps: int = 0,
+                 block: int = 1) -> None:
         N = n_steps
         self.n = N
         self.dt = dt
         T, G = condensed(N, dt)
+        B = blocking(N, free_steps, block)
+        self.B = B
+        self.nu = nu = B.shape[1]
+        G = G @ B  # [3, N, n_u]
         self.T_all = T.reshape(3 * N, 3)
-        self.G_all = G.reshape(3 * N, N)
+        self.G_all = G.reshape(3 * N, nu)
         wq = np.full(N, w.tracking)
         wv = np.full(N, w.velocity)
         wa = np.full(N, w.acceleration)
@@ -142,7 +179,7 @@ class _Shape:
         self.wq, self.wv, self.wa, self.wj = wq, wv, wa, w.jerk
         Gq, Gv, Ga = G
         Tq, Tv, Ta = T
-        H = Gq.T @ (wq[:, None] * Gq) + Gv.T @ (wv[:, None] * Gv) + Ga.T @ (wa[:, None] * Ga) + w.jerk * np.eye(N)
+        H = Gq.T @ (wq[:, None] * Gq) + Gv.T @ (wv[:, None] * Gv) + Ga.T @ (wa[:, None] * Ga) + w.jerk * (B.T @ B)
         self.hessian = H  # cost = j'Hj + 2 j'c + const
         cho = scipy.linalg.cho_factor(H)
         Cx = Gq.T @ (wq[:, None] * Tq) + Gv.T @ (wv[:, None] * Tv) + Ga.T @ (wa[:, None] * Ta)
@@ -150,8 +187,8 @@ class _Shape:
         self.Kr = scipy.linalg.cho_solve(cho, Gq.T * wq[None, :])  # [N, N]
         self.Lx = self.T_all + self.G_all @ self.Kx  # [3N, 3]
         self.Lr = self.G_all @ self.Kr  # [3N, N]
-        self.H_inv = scipy.linalg.cho_solve(cho, np.eye(N))
-        self.C_all = np.vstack([self.G_all, np.eye(N)])  # rows: q, v, a (after each step), j
+        self.H_inv = scipy.linalg.cho_solve(cho, np.eye(nu))
+        self.C_all = np.vstack([self.G_all, np.eye(nu)])  # rows: q, v, a (after each step), u
         self._osqp = None
 
     # --- sparse state-space QP for OSQP, in scaled units (q, dt v, dt² a, dt³ j) --------
@@ -200,7 +237,7 @@ class _Shape:
             self._osqp = solver
         return self._osqp
 
-    def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int):
+    def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
         """q, l, u, brake-row coefficients of joint d (x0 [3], ref [N]) in the scaled sparse form."""
         N, dt = self.n, self.dt
         s0 = np.array([x0[0], dt * x0[1], dt * dt * x0[2]])
@@ -210,7 +247,7 @@ class _Shape:
         dyn[:3] = self._As @ s0
         lo = np.empty(4 * N)
         hi = np.empty(4 * N)
-        lo[0::4], hi[0::4] = lim.q_min[d], lim.q_max[d]
+        lo[0::4], hi[0::4] = lim.q_min[d] + inset, lim.q_max[d] - inset
         lo[1::4], hi[1::4] = -dt * lim.v_max[d], dt * lim.v_max[d]
         lo[2::4], hi[2::4] = -dt**2 * lim.a_max[d], dt**2 * lim.a_max[d]
         lo[3::4], hi[3::4] = -dt**3 * lim.j_max[d], dt**3 * lim.j_max[d]
@@ -238,21 +275,30 @@ def brake_coefficient(lim: Limits) -> np.ndarray:
     return lim.a_max / (2.0 * lim.j_max)
 
 
-def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int):
+def position_inset(n_steps: int, dt: float, lim: Limits) -> np.ndarray:
+    """[N, D] how far each step's position bound moves inward: a_max dt²/8 (the most a constant-jerk cubic
+    dips past the nearer of two samples), from the second step on."""
+    inset = np.broadcast_to(lim.a_max * (dt * dt / 8.0), (n_steps, lim.dof)).copy()
+    inset[0] = 0.0
+    return inset
+
+
+def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
     """Condensed constraints of joint d, rows scaled by their limit: lo <= C j <= hi.
 
-    Row blocks (N each): q, v, a (after each step), j, brake (v + c·a).
+    Row blocks: q, v, a (after each step; N each), u (n_u), brake (v + c·a; N).
     """
-    N = sh.n
+    N, nu = sh.n, sh.nu
     c = float(brake_coefficient(lim)[d])
-    free = np.concatenate([sh.T_all @ x0, np.zeros(N)])
-    free_b = free[N:2 * N] + c * free[2 * N:3 * N]
+    free = sh.T_all @ x0
+    fq, fv, fa = free[:N], free[N:2 * N], free[2 * N:]
+    free_b = fv + c * fa
     finite = [abs(x) for x in (lim.q_min[d], lim.q_max[d]) if np.isfinite(x)]
     qs = max([1.0, *finite])
-    big = np.concatenate([np.full(N, qs), np.full(N, lim.v_max[d]), np.full(N, lim.a_max[d]),
-                          np.full(N, lim.j_max[d]), np.full(N, lim.v_max[d])])
-    lo = np.concatenate([np.full(N, lim.q_min[d]) - free[:N], -big[N:4 * N] - free[N:], -lim.v_max[d] - free_b])
-    hi = np.concatenate([np.full(N, lim.q_max[d]) - free[:N], big[N:4 * N] - free[N:], lim.v_max[d] - free_b])
+    vb, ab, jb = np.full(N, lim.v_max[d]), np.full(N, lim.a_max[d]), np.full(nu, lim.j_max[d])
+    big = np.concatenate([np.full(N, qs), vb, ab, jb, vb])
+    lo = np.concatenate([lim.q_min[d] + inset - fq, -vb - fv, -ab - fa, -jb, -vb - free_b])
+    hi = np.concatenate([lim.q_max[d] - inset - fq, vb - fv, ab - fa, jb, vb - free_b])
     C = np.vstack([sh.C_all, sh.G_all[N:2 * N] + c * sh.G_all[2 * N:]])
     return C / big[:, None], lo / big, hi / big
 
@@ -274,7 +320,7 @@ def _osqp_active_set(res, n_steps: int) -> list[tuple[int, float]]:
     return out
 
 
-def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int) -> np.ndarray:
+def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, inset: np.ndarray) -> np.ndarray:
     """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition)."""
     v, a = S[n:2 * n], S[2 * n:]
     bad = (np.maximum(np.abs(v), np.abs(v + c * a)) > lim.v_max).any(0)
@@ -282,7 +328,7 @@ def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int) 
     bad |= (np.abs(J) > lim.j_max).any(0)
     if lim.has_position_limits:
         q = S[:n]
-        bad |= ((q < lim.q_min) | (q > lim.q_max)).any(0)
+        bad |= ((q < lim.q_min + inset) | (q > lim.q_max - inset)).any(0)
     return bad
 
 
@@ -301,8 +347,9 @@ class JointMpc:
         eps: float = 1e-4,
         max_iter: int = 4000,
         time_limit_s: float = 0.0,
-        qp_solver: str = "osqp",
+        qp_solver: str = "daqp",
         active_set_max_iter: int = 0,
+        blocking: tuple[int, int] = (0, 1),
     ) -> None:
         if not 0 <= limit_margin < 0.5:
             raise TrajectoryError(f"limit_margin: must be in [0, 0.5), got {limit_margin!r}")
@@ -313,6 +360,10 @@ class JointMpc:
         self.active_set_max_iter = active_set_max_iter
         self.weights = weights
         self.qp_solver = qp_solver
+        if blocking[0] < 0 or blocking[1] < 1:
+            raise TrajectoryError(f"blocking: (free steps >= 0, block length >= 1), got {blocking!r}")
+        #: move blocking (free steps, block length) of the condensed solvers (DAQP, active set); OSQP: none
+        self.blocking = (int(blocking[0]), int(blocking[1]))
         self.limit_margin = limit_margin
         self._settings = dict(
             verbose=False, eps_abs=eps, eps_rel=eps, max_iter=max_iter, polishing=True,
@@ -324,18 +375,20 @@ class JointMpc:
         self._daqp: dict[tuple, daqp.Model] = {}
         self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
+        self._inset_cache: tuple[tuple[int, float], Limits, np.ndarray] | None = None
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
         key = (n_steps, float(dt), bool(settle))
         s = self._shapes.get(key)
         if s is None:
-            s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle)
+            free, block = self.blocking if self.qp_solver != "osqp" else (0, 1)
+            s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle, free, block)
         return s
 
-    def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc):
+    def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc, inset):
         """OSQP on the sparse form of joint d, warm-started from the closed-form solution."""
         solver = sh.osqp(self._settings)
-        qv, lo, hi, coeff = sh.osqp_vectors(x0, r, lim, d)
+        qv, lo, hi, coeff = sh.osqp_vectors(x0, r, lim, d, inset)
         solver.update(q=qv, l=lo, u=hi, Ax=coeff, Ax_idx=sh._brake_idx)
         solver.warm_start(x=sh.scaled_x(s_unc, j_unc))
         res = solver.solve(raise_error=False)  # status is checked below
@@ -350,16 +403,17 @@ class JointMpc:
             G = sh.G_all
             rows = [G[:N]] if has_q else []
             A = np.ascontiguousarray(np.vstack(rows + [G[N:], G[N:2 * N] + c * G[2 * N:]]))
-            m = A.shape[0] + N
+            m = A.shape[0] + sh.nu
             model = daqp.Model()
-            model.setup(np.ascontiguousarray(sh.hessian), np.zeros(N), A, np.ones(m), -np.ones(m))
+            model.setup(np.ascontiguousarray(sh.hessian), np.zeros(sh.nu), A, np.ones(m), -np.ones(m))
             settings = model.settings
             settings["iter_limit"] = self.active_set_max_iter or 10 * N
             model.settings = settings
             self._daqp[key] = model
         return model
 
-    def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray):
+    def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray,
+                     inset: np.ndarray):
         """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
         bounded), v, a and brake rows in physical units. Gradients and bounds of all these joints are
         built in a few batched numpy operations; only the solves run per joint. Returns (jerks [N, n],
@@ -371,13 +425,13 @@ class JointMpc:
         fb = fv + c * fa
         v, a, jm = lim.v_max[joints], lim.a_max[joints], lim.j_max[joints]
         has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
-        qhi = np.minimum(lim.q_max[joints], 1e30) - free[:N]
-        qlo = np.maximum(lim.q_min[joints], -1e30) - free[:N]
-        jb = np.broadcast_to(jm, (N, len(joints)))
+        qhi = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
+        qlo = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
+        jb = np.broadcast_to(jm, (sh.nu, len(joints)))
         hi_rows = np.concatenate([v - fv, a - fa, v - fb])  # [3N, n]
         lo_rows = np.concatenate([-v - fv, -a - fa, -v - fb])
         F = -(sh.hessian @ J[:, joints])  # [N, n]
-        out = np.empty((N, len(joints)))
+        out = np.empty((sh.nu, len(joints)))
         failed: list[int] = []
         iters = 0
         for k, d in enumerate(joints.tolist()):
@@ -396,6 +450,14 @@ class JointMpc:
                 x = J[:, d]
             out[:, k] = x
         return out, failed, iters
+
+    def _inset(self, n_steps: int, dt: float, lim: Limits) -> np.ndarray:
+        """`position_inset` of the QP's limits, cached per (N, dt, limits)."""
+        key = (n_steps, float(dt))
+        cache = self._inset_cache
+        if cache is None or cache[0] != key or cache[1] is not lim:
+            cache = self._inset_cache = (key, lim, position_inset(n_steps, dt, lim))
+        return cache[2]
 
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
@@ -417,13 +479,14 @@ class JointMpc:
         R = ref[1:]
         J = sh.Kx @ x0 + sh.Kr @ R  # [N, D]
         S = sh.Lx @ x0 + sh.Lr @ R  # [3N, D]
-        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N))
+        inset = self._inset(N, dt, lim)
+        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, inset))
         failed: list[int] = []
         iters = 0
         cap = self.active_set_max_iter or 10 * N
         if self.qp_solver == "daqp":
             if len(bad):
-                Jb, failed, iters = self._daqp_joints(sh, x0, J, lim, bad)
+                Jb, failed, iters = self._daqp_joints(sh, x0, J, lim, bad, inset)
                 ok = np.array([d not in failed for d in bad.tolist()], dtype=bool)
                 good = bad[ok]
                 J[:, good] = np.clip(Jb[:, ok], -lim.j_max[good], lim.j_max[good])
@@ -432,7 +495,7 @@ class JointMpc:
             for d in (int(i) for i in bad):
                 guess: list[tuple[int, float]] = []
                 if self.qp_solver == "osqp":
-                    res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d])
+                    res, n_it = self._osqp_solve(sh, x0[:, d], R[:, d], lim, d, S[:, d], J[:, d], inset[:, d])
                     iters += n_it
                     # Whatever OSQP ended with (solved, inaccurate, iteration cap, infeasible), the
                     # active-set method below decides exactly; OSQP's duals only warm-start it.
@@ -441,7 +504,7 @@ class JointMpc:
                                                int(SolverStatus.OSQP_MAX_ITER_REACHED)):
                         guess = _osqp_active_set(res, N)
                 # Exact finish (or certificate): dual active set, warm-started from OSQP's active set.
-                C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d)
+                C, lo, hi = _dense_constraints(sh, x0[:, d], lim, d, inset[:, d])
                 jd, qp_status, steps = dual_active_set(sh.H_inv, J[:, d], C, lo, hi, max_iter=cap, guess=guess)
                 iters += steps
                 if qp_status is not QpStatus.OPTIMAL or not np.all(np.isfinite(jd)):
@@ -454,7 +517,7 @@ class JointMpc:
         out[:, 0] = x0
         out[:, 1:] = S.reshape(3, N, D)
         return MpcResult(
-            out, J,
+            out, J if sh.nu == N else sh.B @ J,
             MpcStatus.SOLVER_FAILED if failed else MpcStatus.OK,
             tuple(int(d) for d in bad), tuple(failed), iters, (time.perf_counter() - t0) * 1e3,
         )

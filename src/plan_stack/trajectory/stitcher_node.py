@@ -75,7 +75,9 @@ class StitcherNodeConfig:
     point_lead_s: float = param(
         "Stamp each trajectory this long before its first point is due (time_from_start starts at it; same "
         "absolute times): the bridge then joins its reference to the first point over the lead instead of "
-        "taking it as a jump. Keep it <= command_latency_s; 0 = first point at time 0", 0.0, min=0.0, max=1.0)
+        "taking it as a jump. The grid samples of the trajectory being executed over the lead, and back to now, "
+        "are sent too, so the join never replaces more than part of one segment. Keep it <= command_latency_s; "
+        "0 = first point at time 0", 0.0, min=0.0, max=1.0)
     reanchor_ignore_joints: tuple[str, ...] = param(
         "Joints whose distance from the trajectory does not count for re-anchoring (grippers: closed on an "
         "object they stay short of their reference by design)", (), read_only=True)
@@ -100,7 +102,7 @@ class StitcherNode(Node):
         super().__init__("stitcher", **kwargs)
         self.cfg = declare_config(self, StitcherConfig)
         self.node_cfg = declare_config(self, StitcherNodeConfig)
-        self.stitcher = Stitcher(self.cfg)
+        self.stitcher = Stitcher(self.cfg, lead_s=self.node_cfg.point_lead_s)
         self.stitcher.prepare(self.node_cfg.expected_horizon)
         # The library works in float seconds since this epoch: absolute epoch seconds as doubles
         # resolve only ~0.2 us, too coarse to recognise samples on the shared grid exactly.
@@ -108,7 +110,8 @@ class StitcherNode(Node):
         self._measured: tuple[float, np.ndarray, np.ndarray] | None = None  # (stamp_s, q, v)
         self.counts: dict[str, Any] = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0,
                                        "reanchored": 0, "bad_joint_states": 0, "clamped_samples": 0,
-                                       "clock_resets": 0, "bad_active_trajectories": 0}
+                                       "clock_resets": 0, "bad_active_trajectories": 0,
+                                       "interpolation_rejects": 0}
         if self.node_cfg.state_joint_names and len(self.node_cfg.state_joint_names) != len(self.cfg.joint_names):
             raise ConfigError(f"state_joint_names: {len(self.node_cfg.state_joint_names)} names for "
                               f"{len(self.cfg.joint_names)} joints")
@@ -295,15 +298,18 @@ class StitcherNode(Node):
             return
         if result.status is StitchStatus.FAILED:
             self.counts["failed"] += 1
+            self.counts["interpolation_rejects"] += result.interpolation_rejects
             self.get_logger().error(f"no feasible trajectory: {'; '.join(result.messages)}")
             self.diag.report("solve", ERROR, "no feasible trajectory; previous one continues", now=True,
                              solve_ms=f"{result.solve_ms:.3f}", details="; ".join(result.messages), **self.counts)
             return
         self.counts["fallbacks"] += result.status is StitchStatus.FALLBACK
         self.counts["clamped_samples"] += result.clamped_samples
+        self.counts["interpolation_rejects"] += result.interpolation_rejects
         # every result but FAILED carries a trajectory and its limit report
         assert result.trajectory is not None and result.report is not None
-        out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=self.node_cfg.point_lead_s)
+        # the lead less the samples of the trajectory being executed that the stitcher put inside it
+        out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=result.lead_s)
         self._sent = (stamp_to_ns(out.header.stamp), now_s)
         self._executing_ours = self._acked = False
         self.pub.publish(out)

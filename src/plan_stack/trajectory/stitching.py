@@ -18,11 +18,32 @@ trajectory (first chunk, or the last one has run out and a fresh measurement
 exists) the start state is the measured robot state with its velocity and
 acceleration.
 
-Safety. Every trajectory is checked against the limits before it is returned.
-A solver failure or a violation is never returned as is: the stitcher falls
-back to the Ruckig chaser, then to a jerk-limited stop from the same state,
-and says so in the result; if nothing passes, no trajectory is returned and
-the active one stays in force.
+Lead. With a lead (`lead_s`, the node's `point_lead_s`) the message is
+stamped that long before its first new sample, and the controller joins its
+reference to the first point due after it activates the trajectory with one
+quintic. Over a whole lead that one quintic replaces several segments of the
+trajectory being executed and can overshoot their limits; so the samples of
+the active trajectory on the grid times inside the lead, and back to the last
+grid time at or before now, are emitted too (copied, never resampled): the
+controller then joins over at most a part of one segment, whose quintic
+through the same knots is the curve it already follows, and the message never
+arrives before its stamp (a bridge checks an early message's join from its
+reference at arrival, not at the stamp).
+
+Safety. Every trajectory is checked against the limits before it is returned:
+sample-wise (`check_limits`), then its interpolated curve as published (lead,
+stamp, the controller's predicted reference at the stamp) with the bridges'
+own check (`embodiments.validation.check_trajectory`, the same function, not a
+copy) against the bridge's limits (`bridge_*`, else the stitcher's own). The
+MPC's samples are the knots of a piecewise cubic that the quintic reproduces
+exactly, and its brake condition keeps the velocity between samples within
+v_max; what the samples alone do not bound (a position dipping past a bound
+between two samples, the Ruckig profiles' switches between samples) is what
+the second check catches. A solver failure or a failed check is never
+returned as is: the stitcher falls back to the Ruckig chaser, then to a
+jerk-limited stop from the same state, and says so in the result (failed
+interpolated checks are counted in `interpolation_rejects`); if nothing
+passes, no trajectory is returned and the active one stays in force.
 """
 from __future__ import annotations
 
@@ -34,16 +55,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# The bridges' own trajectory check (ROS-free): the stitcher runs the very function the bridge runs.
+from plan_stack.embodiments.validation import Verdict, check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import GRID_EPS as _TIME_EPS
-from plan_stack.trajectory.core import Trajectory
+from plan_stack.trajectory.core import Reference, Trajectory
 from plan_stack.trajectory.limits import LimitReport, Limits, TrajectoryError, check_limits
 from plan_stack.trajectory.mpc import JointMpc, MpcResult, MpcStatus, MpcWeights
 from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigResult, RuckigStatus
 
 __all__ = [
     "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Alignment", "Stitcher",
-    "limits_from_config", "discrete_bounds",
+    "limits_from_config", "discrete_bounds", "accept_limits",
 ]
 
 #: Peak speed of a quintic from rest to rest, in units of its mean speed (dp / h). Discrete channels are
@@ -120,6 +143,8 @@ class StitchResult:
     seam_jump: tuple[float, float, float]  # max |Δq|, |Δv|, |Δa| against the execution state at sample 0
     messages: tuple[str, ...]
     clamped_samples: int = 0  # reference samples beyond a position limit (within tolerance, or saturating) clamped
+    lead_s: float = 0.0  # publish with this lead (stamp = first point's time - lead_s): the lead less its samples
+    interpolation_rejects: int = 0  # generated trajectories refused by the bridge's check of the interpolated curve
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +158,9 @@ class Alignment:
     bridge: tuple[np.ndarray, np.ndarray, np.ndarray]  # (q, v, a) [S, D] of the bridge samples
     exec_state: np.ndarray  # [3, D] what is executing at t_start (for the seam check)
     x_end: np.ndarray  # [3, D] the optimisation's start state (the bridge's last sample)
+    #: (q, v, a) [L, D]: the active trajectory's samples on the grid times inside the lead (before t_start)
+    lead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    initial: np.ndarray | None = None  # [3, D] the controller's predicted reference at the message's stamp
 
 
 def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
@@ -165,6 +193,44 @@ def limits_from_config(cfg: StitcherConfig) -> tuple[Limits, np.ndarray]:
     return lim, rate
 
 
+def accept_limits(cfg: StitcherConfig) -> Limits:
+    """Per-joint limits (joint_names order) the interpolated curve of every trajectory must satisfy: the
+    bridge's (`bridge_*`) where given, else the stitcher's own (discrete joints: the rate limit as velocity,
+    no acceleration limit), and no jerk limit unless `bridge_j_max` gives one (the sample check bounds jerk)."""
+    lim, rate = limits_from_config(cfg)
+    cidx, didx = joint_columns(cfg)
+    d_lo, d_hi = discrete_bounds(cfg)
+    D = len(cfg.joint_names)
+    v, a, lo, hi = np.empty(D), np.empty(D), np.empty(D), np.empty(D)
+    v[cidx], a[cidx], lo[cidx], hi[cidx] = lim.v_max, lim.a_max, lim.q_min, lim.q_max
+    v[didx], a[didx], lo[didx], hi[didx] = rate, np.inf, d_lo, d_hi
+    given = {name: np.asarray(getattr(cfg, f"bridge_{name}"), dtype=float) for name in
+             ("v_max", "a_max", "j_max", "q_min", "q_max")}
+    pick = {name: given[name] if given[name].size else own for name, own in
+            (("v_max", v), ("a_max", a), ("j_max", np.full(D, np.inf)), ("q_min", lo), ("q_max", hi))}
+    return Limits.for_joints(cfg.joint_names, pick["q_min"], pick["q_max"], pick["v_max"], pick["a_max"],
+                             pick["j_max"])
+
+
+#: Worst-case excess of the quintic through the samples of a jerk-limited profile over the profile itself,
+#: per switch of the jerk between two samples (from +j_max to -j_max, anywhere in the period), in units of
+#: j_max·dt (acceleration), j_max·dt² (velocity) and j_max·dt³ (position); computed on a fine grid of switch
+#: times (0.125, 0.0095, 0.0026), rounded up and doubled for two switches in one period.
+_QUINTIC_EXCESS = (0.25, 0.02, 0.006)
+
+
+def interpolation_safe(lim: Limits, dt: float) -> Limits:
+    """`lim` less the quintic interpolant's worst-case excess over a jerk-limited profile sampled every dt:
+    the limits the Ruckig generators run with, whose switches fall between samples (the MPC's constant jerk
+    per period needs none). Never below half of a limit."""
+    ka, kv, kq = (k * lim.j_max * dt ** p for k, p in zip(_QUINTIC_EXCESS, (1, 2, 3), strict=True))
+    v = np.maximum(lim.v_max - kv, 0.5 * lim.v_max)
+    a = np.maximum(lim.a_max - ka, 0.5 * lim.a_max)
+    span = np.where(np.isfinite(lim.q_max - lim.q_min), lim.q_max - lim.q_min, np.inf)
+    inset = np.minimum(kq, 0.25 * span)
+    return Limits.create(lim.dof, v, a, lim.j_max, lim.q_min + inset, lim.q_max - inset)
+
+
 def discrete_bounds(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
     """Position bounds [Dd] of the discrete joints: from q_min/q_max when those list every joint, else none."""
     _, didx = joint_columns(cfg)
@@ -176,12 +242,18 @@ def discrete_bounds(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
 class Stitcher:
     """Turns chunks into limit-checked trajectories that join the one being executed.
 
+    `lead_s`: the message is stamped this long before its first new sample (see the module doc, "Lead").
     Not thread-safe: call `process` from one thread (the node's chunk callback).
     """
 
-    def __init__(self, cfg: StitcherConfig) -> None:
+    def __init__(self, cfg: StitcherConfig, lead_s: float = 0.0) -> None:
+        if not (math.isfinite(lead_s) and lead_s >= 0.0):
+            raise TrajectoryError(f"lead_s: must be finite and >= 0, got {lead_s!r}")
         self.cfg = cfg
+        self.lead_s = float(lead_s)
         self.limits, self.discrete_rate = limits_from_config(cfg)
+        self.accept_limits = accept_limits(cfg)
+        self._ruckig_limits = interpolation_safe(self.limits, cfg.dt)
         self._d_lo, self._d_hi = discrete_bounds(cfg)
         self._cidx, self._didx = joint_columns(cfg)
         # Columns checked against position bounds (continuous, then discrete) and which of them saturate.
@@ -192,7 +264,8 @@ class Stitcher:
         self._c = slice(None) if all_joints else self._cidx
         weights = MpcWeights(cfg.w_tracking, cfg.w_velocity, cfg.w_acceleration, cfg.w_jerk, cfg.w_terminal,
                              cfg.w_stop_velocity, cfg.w_stop_acceleration)
-        self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver)
+        self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver,
+                             blocking=(cfg.mpc_free_steps, cfg.mpc_block))
         self._ruckig = RuckigFilter(cfg.limit_margin, cfg.ruckig_stride, cfg.ruckig_lookahead)
         self._active: Trajectory | None = None
 
@@ -365,14 +438,27 @@ class Stitcher:
             frac = np.minimum(np.maximum(idx - lo, 0.0), 1.0)[:, None]
             ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
         trimmed = max(0, math.ceil(offset - _TIME_EPS))
+        lead = None
         if act is not None and use_active:
-            bq, bv, ba = act.sample(t_start + dt * np.arange(S))
+            # With a lead: the active trajectory's grid samples over the lead and back to the last grid time at
+            # or before now (as far as it covers), then the message's stamp, then the bridge samples.
+            n_lead = 0
+            if self.lead_s > 0.0:
+                back = max(self.lead_s, t_start - now_s)
+                n_lead = max(0, min(math.ceil(back / dt - _TIME_EPS),
+                                    math.floor((t_start - act.t0_s) / dt + _TIME_EPS)))
+            times = np.concatenate([t_start - dt * np.arange(n_lead, 0, -1), [t_start - max(self.lead_s, n_lead * dt)],
+                                    t_start + dt * np.arange(S)])
+            q, v, a = act.sample(times)
+            bq, bv, ba = q[n_lead + 1:], v[n_lead + 1:], a[n_lead + 1:]
+            lead = (q[:n_lead], v[:n_lead], a[:n_lead])
+            initial = np.array([q[n_lead], v[n_lead], a[n_lead]])
             exec_state = np.array([bq[0], bv[0], ba[0]])
             x_end = np.array([bq[-1], bv[-1], ba[-1]])
         else:
-            exec_state = x_end = self._measured(measured)
+            exec_state = x_end = initial = self._measured(measured)
             bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
-        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end)
+        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end, lead, initial)
 
     def solve(self, al: Alignment, t_begin: float | None = None, clamped: int = 0) -> StitchResult:
         """Generate from the alignment's start state down the fallback chain (configured backend,
@@ -392,6 +478,7 @@ class Stitcher:
             messages.append(f"{clamped} reference samples beyond the position limits (within "
                             f"position_tolerance, or of saturate_joints) clamped to the limit")
         constrained = 0
+        rejects = 0
         chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
         limits = self.limits
         brake_limits = self._brake_limits(x0)
@@ -401,6 +488,9 @@ class Stitcher:
             # against limits widened only by the start's own excess (it can only shrink from there).
             messages.append("infeasible start: the start state exceeds the limits; braking")
             chain, limits = ["brake"], brake_limits
+            accept = self._widened(brake_limits)
+        else:
+            accept = self.accept_limits
         for attempt, gen in enumerate(chain):
             out, msg, n_con = self._generate(gen, x0, ref_c, settle)
             constrained = max(constrained, n_con)
@@ -416,15 +506,52 @@ class Stitcher:
                                limits, traj.positions[:, self._didx] if len(self._didx) else None,
                                self.discrete_rate)
             if rep.ok:
+                traj, lead_s, verdict = self._as_published(traj, al, accept)
+                if not verdict.ok:
+                    rejects += 1
+                    messages.append(f"{gen}: the interpolated curve fails the bridge's check: {verdict.message}")
+                    continue
                 self._active = traj
                 return StitchResult(
                     traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, gen,
                     (time.perf_counter() - t_begin) * 1e3, rep, al.trimmed, S, constrained,
-                    self._seam_jump(traj, al.exec_state), tuple(messages), clamped)
+                    self._seam_jump(traj, al.exec_state, round((al.t_start - traj.t0_s) / cfg.dt)),
+                    tuple(messages), clamped, lead_s, rejects)
             messages.append(f"{gen}: limit check failed (v {rep.v_ratio:.4f}, a {rep.a_ratio:.4f}, "
                             f"j {rep.j_ratio:.4f}, q out by {rep.q_violation:.2e}, rate {rep.rate_ratio:.4f})")
         return StitchResult(None, StitchStatus.FAILED, "", (time.perf_counter() - t_begin) * 1e3, None, al.trimmed,
-                            S, constrained, (0.0, 0.0, 0.0), tuple(messages), clamped)
+                            S, constrained, (0.0, 0.0, 0.0), tuple(messages), clamped, self.lead_s, rejects)
+
+    def _widened(self, brake_limits: Limits) -> Limits:
+        """The accept limits widened where the brake's are (an infeasible start: the stop from it is checked
+        against what braking from there reaches, as the sample check does)."""
+        acc, c = self.accept_limits, self._cidx
+        v, a, lo, hi = (np.array(x, dtype=float) for x in (acc.v_max, acc.a_max, acc.q_min, acc.q_max))
+        v[c] = np.maximum(v[c], brake_limits.v_max)
+        a[c] = np.maximum(a[c], brake_limits.a_max)
+        lo[c] = np.minimum(lo[c], brake_limits.q_min)
+        hi[c] = np.maximum(hi[c], brake_limits.q_max)
+        return Limits.for_joints(acc.joint_names, lo, hi, v, a, acc.j_max)
+
+    def _as_published(self, traj: Trajectory, al: Alignment, accept: Limits) -> tuple[Trajectory, float, Verdict]:
+        """(the trajectory with the lead's samples in front, the lead left to publish with, the bridge's verdict
+        on it as published: stamped `lead_s` before sample 0, joined from the predicted reference at the stamp)."""
+        dt = self.cfg.dt
+        n_lead = 0 if al.lead is None else len(al.lead[0])
+        if n_lead:
+            assert al.lead is not None and traj.velocities is not None and traj.accelerations is not None
+            traj = Trajectory.on_grid(traj.t0_s - n_lead * dt, dt, traj.joint_names,
+                                      np.concatenate([al.lead[0], traj.positions]),
+                                      np.concatenate([al.lead[1], traj.velocities]),
+                                      np.concatenate([al.lead[2], traj.accelerations]))
+        lead_s = max(0.0, self.lead_s - n_lead * dt)  # 0 once the samples reach back over the whole lead
+        stamp = traj.t0_s - lead_s
+        published = Trajectory(traj.joint_names, stamp, traj.times_s + lead_s, traj.positions, traj.velocities,
+                               traj.accelerations)
+        init = al.initial if al.initial is not None else al.exec_state
+        verdict = check_trajectory(published, self.cfg.joint_names, accept, stamp,
+                                   Reference(init[0], init[1], init[2], True))
+        return traj, lead_s, verdict
 
     def _brake_limits(self, x0: np.ndarray) -> Limits | None:
         """None when the start state x0 [3, Dc] lies inside the limits and satisfies the brake condition
@@ -461,13 +588,13 @@ class Stitcher:
             raise ChunkError("no_state", "measured robot state has NaN/inf")
         return m
 
-    def _seam_jump(self, traj: Trajectory, exec_state: np.ndarray) -> tuple[float, float, float]:
-        """Max |Δq|, |Δv|, |Δa| of sample 0 against the execution state. Discrete channels join
-        in position only (they are at rest at every sample)."""
+    def _seam_jump(self, traj: Trajectory, exec_state: np.ndarray, k: int = 0) -> tuple[float, float, float]:
+        """Max |Δq|, |Δv|, |Δa| of sample k (the first new one, after the lead's) against the execution
+        state. Discrete channels join in position only (they are at rest at every sample)."""
         c = self._c
         v, a = traj.velocities, traj.accelerations
         assert v is not None and a is not None  # the stitcher's trajectories carry both
-        diff = np.abs(np.array([traj.positions[0], v[0], a[0]]) - exec_state)
+        diff = np.abs(np.array([traj.positions[k], v[k], a[k]]) - exec_state)
         return (float(diff[0].max(initial=0.0)), float(diff[1, c].max(initial=0.0)),
                 float(diff[2, c].max(initial=0.0)))
 
@@ -487,17 +614,18 @@ class Stitcher:
                 return None, (f"QP ({self.cfg.qp_solver}) infeasible or not solved for continuous joints "
                               f"{list(r.failed_joints)}"), n_con
         elif gen == "ruckig":
-            r = self._ruckig.track(x0, ref_c, dt, self.limits)
+            r = self._ruckig.track(x0, ref_c, dt, self._ruckig_limits)
             if r.status is not RuckigStatus.OK:
                 return None, r.message, 0
         else:  # brake: jerk-limited stop from the start state, reference ignored
-            r = self._ruckig.to_rest(x0, None, dt, self.limits, max_steps=max(1, round(self.cfg.settle_max_s / dt)))
+            r = self._ruckig.to_rest(x0, None, dt, self._ruckig_limits,
+                                     max_steps=max(1, round(self.cfg.settle_max_s / dt)))
             if r.status is RuckigStatus.FAILED:
                 return None, r.message, 0
             return np.concatenate([x0[:, None], r.states], axis=1), r.message, 0
         X, msg = r.states, ""
         if settle:
-            tail = self._ruckig.to_rest(X[:, -1], ref_c[-1], dt, self.limits,
+            tail = self._ruckig.to_rest(X[:, -1], ref_c[-1], dt, self._ruckig_limits,
                                         max_steps=max(1, round(self.cfg.settle_max_s / dt)))
             if tail.status is RuckigStatus.FAILED:
                 return None, f"settle tail: {tail.message}", n_con
