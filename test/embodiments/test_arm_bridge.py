@@ -176,3 +176,26 @@ def test_hold_is_the_reference_in_force_without_a_command():
     assert hold.positions.tolist() == [[0.2, -0.1]]
     b.accept(_move([0.3, 0.1]), 1.0)
     assert b.hold(3.0).positions[0] == pytest.approx([0.3, 0.1])  # after the command: where it came to rest
+
+
+def test_an_early_message_is_checked_from_the_reference_at_its_stamp():
+    """A continuation stamped a little after the bridge's clock (the sender's clock runs ahead) joins the
+    reference where the bridge will be at the stamp: accepted. Checked from the reference at arrival, as if
+    the arm were still there at the stamp, the same message needs an impossible jerk and was refused."""
+    b = _bridge()
+    ramp_t = np.arange(1, 41) * 0.05  # 0.8 rad/s on joint a (limit 1 rad/s), from rest at t = 0
+    speed = 0.8
+    ramp = np.stack([speed * np.maximum(ramp_t - 0.25, 0.0) + speed * np.minimum(ramp_t, 0.25) ** 2 / 0.5,
+                     np.zeros_like(ramp_t)], axis=1)
+    vel = np.stack([speed * np.minimum(ramp_t / 0.25, 1.0), np.zeros_like(ramp_t)], axis=1)
+    assert b.accept(Trajectory(NAMES, 0.0001, ramp_t, ramp, vel), 0.0).verdict.ok
+    now, stamp = 1.0, 1.06  # the message arrives 60 ms before its stamp
+    ahead = b.follower.peek(stamp)
+    t = np.arange(1, 11) * 0.05
+    cont = Trajectory(NAMES, stamp, t, ahead.positions + np.outer(t, ahead.velocities),
+                      np.repeat(ahead.velocities[None], len(t), axis=0))
+    acc = b.accept(cont, now)
+    assert acc.verdict.ok, acc.verdict.message
+    # the arm then follows the continuation without a jump at the stamp
+    before, after = b.reference(stamp - 1e-3).positions, b.reference(stamp + 1e-3).positions
+    assert np.max(np.abs(after - before)) < 0.01

@@ -188,8 +188,11 @@ class ArmBridge:
         """Validate a command against the present reference; when valid, the command to send."""
         if self.follower is None:
             return Acceptance(Verdict(False, INVALID_GOAL, "no joint_states received yet: the robot state is unknown"))
-        initial = self.follower.sample(now_s)
-        ahead = traj.start_s(now_s) + float(traj.times_s[0]) - now_s
+        start = traj.start_s(now_s)
+        # The join is checked from the reference the follower will hand over from: at the stamp when the
+        # message arrived early (another process's clock runs a few ms ahead), else now.
+        initial = self.follower.peek(start) if start > now_s else self.follower.sample(now_s)
+        ahead = start + float(traj.times_s[0]) - now_s
         limit = self.settings.max_start_delay_s
         if ahead > limit:
             return Acceptance(Verdict(False, INVALID_GOAL,
