@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -116,3 +117,21 @@ def test_state_noise_changes_training_per_channel_and_rejects_a_wrong_length(epi
         train(HEAD, _cfg(state_noise=(0.1, 0.1)), *episodes, str(tmp_path / "bad"))
     with pytest.raises(ConfigError, match="state_noise"):
         _cfg(state_noise=(-0.1,))
+
+
+def test_plan_shift_conditions_windows_on_neighbouring_plans_of_the_same_episode():
+    eps = synthetic_episodes(2, length=12, action_dim=3, cond_width=5)
+    # three plans per episode, in force from steps 0, 4 and 8
+    eps = [Episode(e.name, e.dt_s, e.actions, e.states, np.stack([e.cond[0] * (i + 1) for i in range(3)]),
+                   np.repeat(np.arange(3), 4)) for e in eps]
+    w = ChunkWindows(eps, 4)
+    rows = np.array([0, 5, 11, 12])  # episode 0 at steps 0, 5, 11; episode 1 at step 0
+    plain = w.batch(rows)["cond"]
+    np.testing.assert_array_equal(w.batch(rows, np.array([1, 1, 1, 0]))["cond"][[0, 1]], plain[[1, 2]])
+    # shifts stop at the episode's first and last plan, never reaching into the other episode
+    shifted = w.batch(rows, np.array([-5, 5, 5, -1]))["cond"]
+    np.testing.assert_array_equal(shifted[0], plain[0])
+    np.testing.assert_array_equal(shifted[1], plain[2])
+    np.testing.assert_array_equal(shifted[3], plain[3])
+    with pytest.raises(ConfigError):
+        _cfg(plan_shift_prob=1.5)

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-from plan_stack.closed_loop.head_eval import rollout, summarise  # noqa: E402
+from plan_stack.closed_loop.head_eval import AnnotatedPlans, rollout, summarise  # noqa: E402
 from plan_stack.embodiments.aloha.expert import plan_episode  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def test_expert_commands_through_the_loop_solve_the_task(expert):
     key_times = np.array([0.0, 1.0, 2.0])
     conds = [np.full((2, 4), float(i)) for i in range(3)]
     sample, calls = _replayer(expert, 10)
-    r = rollout(sample, 3, key_times, conds, expert, execute_steps=10, episode_s=8.0)
+    r = rollout(sample, 3, AnnotatedPlans(key_times, conds), expert, execute_steps=10, episode_s=8.0)
     assert r.success and r.max_reward == 4
     assert r.rms_to_expert == pytest.approx(0.0, abs=1e-12)
     assert r.sim_time_s < 8.0  # stops once solved
@@ -38,8 +38,8 @@ def test_expert_commands_through_the_loop_solve_the_task(expert):
 
 def test_a_head_that_holds_still_fails_and_is_measured(expert):
     start = expert[0]
-    r = rollout(lambda state, cond: np.repeat(start[None], 50, axis=0), 3, np.array([0.0]), [np.zeros((1, 4))],
-                expert, execute_steps=25, episode_s=2.0)
+    r = rollout(lambda state, cond: np.repeat(start[None], 50, axis=0), 3,
+                AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert, execute_steps=25, episode_s=2.0)
     assert not r.success and r.max_reward == 0 and r.queries == 4
     assert r.rms_to_expert > 0.01
     s = summarise([r])
@@ -63,5 +63,11 @@ def test_cli_scores_the_shipped_head_and_the_expert_on_a_recorded_episode(tmp_pa
     assert head["summary"]["head"] == "aloha/action_head/plain" and head["summary"]["episodes"] == 1
     row = head["rows"][0]
     assert row["seed"] == 7 and row["queries"] >= 1 and 0 <= row["max_reward"] <= 4
+    # the learned stack minus ROS: the shipped planner decodes the live camera image
+    live = tmp_path / "live.json"
+    assert main(["eval-head", "--demos", str(demos), "--heads", "aloha/action_head/plain", "--plans", "vflash",
+                 "--episode-s", "1", "--json", str(live)]) == 0
+    (block,) = json.loads(live.read_text())
+    assert block["summary"]["plans"] == "vflash" and block["rows"][0]["queries"] == 5
     assert main(["eval-head", "--demos", str(tmp_path / "none")]) == 2
     assert main(["eval-head", "--robot", "franka", "--demos", str(demos)]) == 2

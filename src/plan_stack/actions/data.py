@@ -89,15 +89,23 @@ class ChunkWindows:
             self._mask[offsets[i]:offsets[i + 1], : e.cond.shape[1]] = True
         self.index = np.array([(i, k, offsets[i] + e.cond_slot(k)) for i, e in enumerate(episodes)
                                for k in range(e.actions.shape[0])])
+        # first and last conditioning row of each window's episode (a shifted plan stays in its episode)
+        self._cond_bounds = np.array([(offsets[i], offsets[i + 1] - 1) for i in self.index[:, 0]])
         self._padded = [np.concatenate([e.actions, np.repeat(e.actions[-1:], horizon - 1, axis=0)])
                         for e in episodes]
 
     def __len__(self) -> int:
         return len(self.index)
 
-    def batch(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Windows `rows` -> actions [B, H, D], state [B, S], cond [B, K, W], cond_mask [B, K]."""
+    def batch(self, rows: np.ndarray, plan_shift: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Windows `rows` -> actions [B, H, D], state [B, S], cond [B, K, W], cond_mask [B, K].
+
+        `plan_shift` [B] conditions each window on the plan that many plans later (or earlier, < 0) in its
+        episode instead of the one in force (clipped to the episode's first and last)."""
         ep, k, c = self.index[rows, 0], self.index[rows, 1], self.index[rows, 2]
+        if plan_shift is not None:
+            bounds = self._cond_bounds[rows]
+            c = np.clip(c + np.asarray(plan_shift, dtype=int), bounds[:, 0], bounds[:, 1])
         actions = np.stack([self._padded[i][j:j + self.horizon] for i, j in zip(ep, k)])
         states = np.stack([self.episodes[i].states[j] for i, j in zip(ep, k)])
         return {"actions": actions, "state": states, "cond": self._cond[c], "cond_mask": self._mask[c]}

@@ -52,6 +52,10 @@ class TrainConfig:
         "std of Gaussian noise on the input state, robot units, one value for every channel or one per channel "
         "(empty = off): the target chunk stays the demonstration's, so the head learns to steer back to it from "
         "the nearby states its own errors lead to in closed loop", ())
+    plan_shift: int = param("largest plan offset: with probability plan_shift_prob a window is conditioned on a "
+                            "plan up to this many plans earlier or later in its episode (0 = off), so the head "
+                            "reads the phase from its state when a planner is early or late", 0, min=0)
+    plan_shift_prob: float = param("probability of a shifted plan per window", 0.0, min=0.0, max=1.0)
     seed: int = param("seed of data order, noise and flow times", 0, min=0)
 
     def __post_init__(self) -> None:
@@ -240,7 +244,11 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, cfg)
         rows = rng.integers(0, len(windows), cfg.batch_size)
-        batch = windows.batch(rows)
+        shift = None
+        if cfg.plan_shift and cfg.plan_shift_prob > 0:
+            offsets = rng.integers(-cfg.plan_shift, cfg.plan_shift + 1, cfg.batch_size)
+            shift = np.where(rng.random(cfg.batch_size) < cfg.plan_shift_prob, offsets, 0)
+        batch = windows.batch(rows, shift)
         if noise_std is not None:
             batch["state"] = batch["state"] + rng.normal(0.0, 1.0, batch["state"].shape) * noise_std
         loss = flow_loss(head, _to_torch(batch, head), gen, cfg.rtc_max_delay,

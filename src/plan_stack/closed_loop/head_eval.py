@@ -1,17 +1,22 @@
 """Closed-loop rollouts of an ALOHA action head in the simulator, in one process, without ROS.
 
 The ROS closed loop (`run-episodes`) mixes four things: the planner's accuracy,
-latency, stitching and the head. This isolates the head: it drives the
-joint-controlled simulator directly, conditioned on the plan features of the
-seed's own scripted episode (the annotated response of each keyframe through
-the frozen target, teacher-forced, exactly as the heads' training features are
-made; the keyframe in force is chosen by sim time, as in training), queried on
-the measured joints every `execute_steps` control periods with its chunk's
-first `execute_steps` commands executed in between (no latency, no stitcher).
-If the head fails here, no planner or runtime fix makes the closed loop succeed;
-if it succeeds here and fails in the graph, the difference is planner, latency
-or seam. `expert` replays the scripted commands through the same loop (the
-ceiling: it must succeed).
+latency, stitching and the head. Here the head drives the joint-controlled
+simulator directly, queried on the measured joints every `execute_steps`
+control periods with its chunk's first `execute_steps` commands executed in
+between (no latency, no stitcher), conditioned on one of two plan sources:
+
+* `AnnotatedPlans`: the seed's own scripted episode, each keyframe's annotated
+  response through the frozen target, teacher-forced (exactly as the heads'
+  training features are made), the keyframe in force chosen by sim time. This
+  isolates the head: if it fails here, no planner or runtime fix helps.
+* `LivePlanner`: the planner model decoding the live camera image every
+  `replan_steps` (what the planner node does, without its latency): the
+  learned stack minus ROS. Where this fails and the annotated plans succeed,
+  the planner's plans in closed loop are the difference.
+
+`expert` replays the scripted commands through the same loop (the ceiling: it
+must succeed).
 
 ROS-free: the simulator, the head and the planner's target model only.
 """
@@ -23,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HeadRollout", "rollout", "keyframe_conditioning", "summarise"]
+__all__ = ["HeadRollout", "rollout", "keyframe_conditioning", "AnnotatedPlans", "LivePlanner", "summarise"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,16 +61,57 @@ def keyframe_conditioning(model: Any, annotation_path: str, spec: Any) -> tuple[
     return np.array([kf.t_s for kf in kfs]), [keyframe_features(model, kf, spec) for kf in kfs]
 
 
-def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int, key_times: np.ndarray,
-            conds: list[np.ndarray], expert_commands: np.ndarray, dt_s: float = 0.02, episode_s: float = 12.0,
-            execute_steps: int = 10, task: str = "transfer_cube", sim: Any = None,
-            joint_names: tuple[str, ...] = ()) -> HeadRollout:
+class AnnotatedPlans:
+    """The keyframe in force at sim time t (the newest at or before it), as in training."""
+
+    def __init__(self, key_times: np.ndarray, conds: list[np.ndarray]) -> None:
+        if len(key_times) != len(conds) or not conds:
+            raise ValueError("key_times and conds: one conditioning per keyframe, at least one")
+        self.key_times, self.conds = np.asarray(key_times, dtype=float), conds
+
+    def __call__(self, t_s: float, sim: Any) -> np.ndarray:
+        slot = int(np.clip(np.searchsorted(self.key_times, t_s + 1e-6, side="right") - 1, 0, len(self.conds) - 1))
+        return self.conds[slot]
+
+
+class LivePlanner:
+    """The planner model on the live image of `camera` (fitted as ingest does), its plan features."""
+
+    def __init__(self, model: Any, decoder: str, sim: Any, camera: str = "cam_high",
+                 camera_size: tuple[int, int] = (320, 240), instruction: str = "") -> None:
+        from plan_stack.embodiments.aloha.sim import CameraRenderer
+
+        self.model, self.decoder_name, self.camera, self.camera_size = model, decoder, camera, camera_size
+        self.decoder = model.decoder(None)
+        self.renderer = CameraRenderer(sim, camera_size[0], camera_size[1], (camera,))
+        self.instruction = instruction or model.manifest["instruction"]
+        self.subtasks: list[str] = []
+
+    def __call__(self, t_s: float, sim: Any) -> np.ndarray:
+        from plan_stack.ingest.preprocess import fit
+
+        w, h = self.model.required_image_size()
+        image = fit(self.renderer.render(self.camera), w, h, "crop")
+        result = self.decoder.generate(self.model.encode(self.instruction, [[image]]), decoder=self.decoder_name,
+                                       image_size=self.camera_size)
+        self.subtasks.append(result.subtask)
+        return result.features.float().cpu().numpy()
+
+    def close(self) -> None:
+        self.renderer.close()
+
+
+def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
+            plans: Callable[[float, Any], np.ndarray], expert_commands: np.ndarray, dt_s: float = 0.02,
+            episode_s: float = 12.0, execute_steps: int = 10, replan_steps: int = 1, task: str = "transfer_cube",
+            sim: Any = None, joint_names: tuple[str, ...] = ()) -> HeadRollout:
     """One episode: `sample(state [14], cond [K, W]) -> chunk [H, 14]`; the state in joint units (grippers as
     finger positions, m: what `joint_states` carries and the heads were trained on), the chunk in stack
     units (grippers 0 closed .. 1 open: what the chunker publishes).
 
     `expert_commands` [T, 14] (stack units) are the scripted commands of the same seed, for the
-    distance-to-expert figures only (never fed to the head).
+    distance-to-expert figures only (never fed to the head). `plans(t_s, sim)` gives the conditioning
+    tokens; it is asked at most every `replan_steps` control periods, before a query.
     """
     from plan_stack.embodiments.aloha.model import joint_to_stack, stack_to_joint
     from plan_stack.embodiments.aloha.sim import AlohaSim
@@ -79,11 +125,14 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int, k
     best, queries, clipped = sim.reward(), 0, 0
     sq_err, excursion = 0.0, np.zeros(14)
     chunk: np.ndarray | None = None
+    cond: np.ndarray | None = None
+    planned_at = -replan_steps
     for k in range(n):
         if k % execute_steps == 0:
+            if cond is None or k - planned_at >= replan_steps:
+                cond, planned_at = plans(k * dt_s, sim), k
             state = sim.joint_positions()  # joint units, as joint_states carry them (the head's state units)
-            slot = int(np.clip(np.searchsorted(key_times, k * dt_s + 1e-6, side="right") - 1, 0, len(conds) - 1))
-            chunk = np.asarray(sample(state, conds[slot]), dtype=float)
+            chunk = np.asarray(sample(state, cond), dtype=float)
             queries += 1
         assert chunk is not None
         cmd = chunk[k % execute_steps]
