@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 def sample(state, cond, pol=pol, gen=gen):
                     return pol.sample(state, cond, generator=gen).positions
             plans = annotated if annotated is not None else live if name != "expert" else _no_plans
+            assert plans is not None  # live is built whenever there are no annotated plans
             rows.append(rollout(sample, seed, plans, expert, episode_s=args.episode_s,
                                 execute_steps=args.execute_steps, replan_steps=args.replan_steps, sim=sim,
                                 joint_names=names))
