@@ -26,9 +26,8 @@ trajectory being executed and can overshoot their limits; so the samples of
 the active trajectory on the grid times inside the lead, and back to the last
 grid time at or before now, are emitted too (copied, never resampled): the
 controller then joins over at most a part of one segment, whose quintic
-through the same knots is the curve it already follows, and the message never
-arrives before its stamp (a bridge checks an early message's join from its
-reference at arrival, not at the stamp).
+through the same knots is the curve it already follows, and the stamp stays
+at or before now.
 
 Safety. Every trajectory is checked against the limits before it is returned:
 sample-wise (`check_limits`), then its interpolated curve as published (lead,
