@@ -468,7 +468,7 @@ def test_every_trajectory_the_stitcher_emits_passes_the_aloha_bridges_own_valida
     bridge = ArmBridge(names, blim, ArmBridgeSettings(0.5, 0.02, 1.0, 0.05, 0.8, 1.0, lead),
                        np.ones(D, bool), np.full(D, np.inf))
     bridge.on_joint_state(rng.uniform(lo, hi), 0.0)
-    now = 0.0
+    now = delivered = 0.0
     for _ in range(n_chunks):
         now += period * DT + rng.uniform(0.0, DT)  # chunks arrive off the output grid
         here = bridge.follower.peek(now)
@@ -483,7 +483,10 @@ def test_every_trajectory_the_stitcher_emits_passes_the_aloha_bridges_own_valida
             (start.positions, start.velocities, start.accelerations)
         res = s.process(Chunk(now, names, DT, ref), now, measured)
         assert res.status is not StitchStatus.FAILED, res.messages
-        # the message reaches the bridge before its first point is due: at once (before its stamp) or later
-        received = now + rng.choice([0.0, rng.uniform(0.0, lead)])
+        # the message reaches the bridge before its first point is due: at once (before its stamp) or later,
+        # and never before the previous message (one publisher, reliable: in order; the bridge's clock never
+        # goes back)
+        received = max(now + rng.choice([0.0, rng.uniform(0.0, lead)]), delivered)
+        delivered = received
         verdict = bridge.accept(_published(res, names), received).verdict
         assert verdict.ok, (verdict.message, res.generator, res.messages)
