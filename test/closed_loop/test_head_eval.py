@@ -71,3 +71,9 @@ def test_cli_scores_the_shipped_head_and_the_expert_on_a_recorded_episode(tmp_pa
     assert block["summary"]["plans"] == "vflash" and block["rows"][0]["queries"] == 5
     assert main(["eval-head", "--demos", str(tmp_path / "none")]) == 2
     assert main(["eval-head", "--robot", "franka", "--demos", str(demos)]) == 2
+
+
+def test_executing_more_commands_than_a_chunk_holds_is_refused(expert):
+    with pytest.raises(ValueError, match="execute_steps"):
+        rollout(lambda state, cond: expert[:50], 3, AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert,
+                execute_steps=60, episode_s=2.0)

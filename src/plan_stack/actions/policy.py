@@ -62,9 +62,10 @@ class ChunkPolicy:
             raise ActionsError(f"noise_scale: must be in [0, 1], got {noise_scale!r}")
         self.device = torch.device(device)
         self.dtype = dtype
-        #: the flow's start noise is scaled by this: 1 samples the learned distribution; 0 starts every chunk
-        #: at the noise's mean, one deterministic chunk per (state, plan), near the distribution's mode
-        #: (measured in closed loop: fewer chunks that wander between modes of the demonstrations)
+        #: the drawn start noise is scaled by this (a `noise` given to `sample` is used as given): 1 samples
+        #: the learned distribution; 0 starts every chunk at the noise's mean, one deterministic chunk per
+        #: (state, plan), near the distribution's mode (measured in closed loop: fewer chunks that wander
+        #: between modes of the demonstrations)
         self.noise_scale = float(noise_scale)
         self.head = head.eval().to(self.device, dtype)
         self.cfg = head.cfg

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HeadRollout", "rollout", "keyframe_conditioning", "AnnotatedPlans", "LivePlanner", "summarise"]
+__all__ = ["HeadRollout", "rollout", "keyframe_conditioning", "AnnotatedPlans", "LivePlanner", "replay_commands",
+           "summarise"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +86,6 @@ class LivePlanner:
         self.decoder = model.decoder(None)
         self.renderer = CameraRenderer(sim, camera_size[0], camera_size[1], (camera,))
         self.instruction = instruction or model.manifest["instruction"]
-        self.subtasks: list[str] = []
 
     def __call__(self, t_s: float, sim: Any) -> np.ndarray:
         from plan_stack.ingest.preprocess import fit
@@ -94,7 +94,6 @@ class LivePlanner:
         image = fit(self.renderer.render(self.camera), w, h, "crop")
         result = self.decoder.generate(self.model.encode(self.instruction, [[image]]), decoder=self.decoder_name,
                                        image_size=self.camera_size)
-        self.subtasks.append(result.subtask)
         return result.features.float().cpu().numpy()
 
     def close(self) -> None:
@@ -114,7 +113,7 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
     tokens; it is asked at most every `replan_steps` control periods, before a query.
     """
     from plan_stack.embodiments.aloha.model import joint_to_stack, stack_to_joint
-    from plan_stack.embodiments.aloha.sim import AlohaSim
+    from plan_stack.embodiments.aloha.sim import MAX_REWARD, AlohaSim
 
     sim = AlohaSim(task, offscreen_size=(64, 48)) if sim is None else sim
     sim.reset(seed=seed)
@@ -133,6 +132,8 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
                 cond, planned_at = plans(k * dt_s, sim), k
             state = sim.joint_positions()  # joint units, as joint_states carry them (the head's state units)
             chunk = np.asarray(sample(state, cond), dtype=float)
+            if len(chunk) < execute_steps:
+                raise ValueError(f"execute_steps: {execute_steps} commands per chunk, but the chunk has {len(chunk)}")
             queries += 1
         assert chunk is not None
         cmd = chunk[k % execute_steps]
@@ -145,17 +146,31 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
         measured = joint_to_stack(sim.joint_positions())
         excursion = np.maximum(excursion, np.maximum(exp_lo - measured, measured - exp_hi))
         best = max(best, sim.reward())
-        if best >= 4:
+        if best >= MAX_REWARD:
             break
     worst = int(np.argmax(excursion))
     rms = float(np.sqrt(sq_err / (k + 1)))
-    return HeadRollout(seed, best >= 4, best, round((k + 1) * dt_s, 3), queries, round(rms, 4),
+    return HeadRollout(seed, best >= MAX_REWARD, best, round((k + 1) * dt_s, 3), queries, round(rms, 4),
                        round(float(excursion[worst]), 4), joint_names[worst] if joint_names else str(worst), clipped)
 
 
+def replay_commands(commands: np.ndarray, execute_steps: int, horizon: int = 50
+                    ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A `sample` that replays `commands` (the scripted expert) query by query, ignoring state and plan."""
+    queries = [0]
+
+    def sample(state: np.ndarray, cond: np.ndarray) -> np.ndarray:
+        k = queries[0] * execute_steps
+        queries[0] += 1
+        return commands[np.minimum(np.arange(k, k + horizon), len(commands) - 1)]
+    return sample
+
+
 def summarise(rows: list[HeadRollout]) -> dict[str, Any]:
+    from plan_stack.embodiments.aloha.sim import MAX_REWARD
+
     n = len(rows)
     return {"episodes": n, "successes": sum(r.success for r in rows),
             "success_rate": round(sum(r.success for r in rows) / max(n, 1), 3),
-            "reward_stages": [sum(r.max_reward == s for r in rows) for s in range(5)],
+            "reward_stages": [sum(r.max_reward == s for r in rows) for s in range(MAX_REWARD + 1)],
             "rms_to_expert_median": round(float(np.median([r.rms_to_expert for r in rows])), 4) if rows else None}

@@ -49,7 +49,14 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.actions.errors import ActionsError
     from plan_stack.actions.head import load_checkpoint
     from plan_stack.actions.policy import ChunkPolicy
-    from plan_stack.closed_loop.head_eval import AnnotatedPlans, LivePlanner, keyframe_conditioning, rollout, summarise
+    from plan_stack.closed_loop.head_eval import (
+        AnnotatedPlans,
+        LivePlanner,
+        keyframe_conditioning,
+        replay_commands,
+        rollout,
+        summarise,
+    )
     from plan_stack.data.episodes import ROBOTS
     from plan_stack.paths import find_data
     from plan_stack.planning.model_dir import load_planner_model
@@ -105,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         rows = []
         for seed, annotated, expert in tqdm(episodes, desc=name, unit="episode"):
             if name == "expert":
-                sample = _replayer(expert, args.execute_steps)
+                sample = replay_commands(expert, args.execute_steps)
             else:
                 gen = torch.Generator().manual_seed(seed)
                 pol = policies[name]
@@ -139,18 +146,6 @@ def _no_plans(t_s, sim):
     import numpy as np
 
     return np.zeros((1, 1))
-
-
-def _replayer(commands, execute_steps: int):
-    import numpy as np
-
-    calls = [0]
-
-    def sample(state, cond):
-        k = calls[0] * execute_steps
-        calls[0] += 1
-        return commands[np.minimum(np.arange(k, k + 50), len(commands) - 1)]
-    return sample
 
 
 def main() -> int:  # pragma: no cover

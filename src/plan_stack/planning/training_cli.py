@@ -338,7 +338,9 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     from plan_stack.actions.train_features import planner_feature_episodes
 
     cache = work / "head_features.pt"
-    key = {"data": data_id, "target": hashlib_of(work / "target_final" / "model.safetensors")}
+    # the episode limit is part of the key: a cache of fewer episodes must not stand in for a larger recipe
+    key = {"data": data_id, "target": hashlib_of(work / "target_final" / "model.safetensors"),
+           "train_episodes": recipe.head_episodes}
     if cache.is_file() and torch.load(cache, weights_only=False)["key"] == key:
         eps = torch.load(cache, weights_only=False)
         train_eps, eval_eps = eps["train"], eps["val"]
