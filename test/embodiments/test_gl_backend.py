@@ -22,3 +22,19 @@ def test_unset_backend_is_probed_egl_first_and_exported(monkeypatch):
 
 def test_a_backend_that_cannot_render_is_reported_as_not_working():
     assert not gl_backend.backend_works("glx_without_display_does_not_exist")
+
+
+def test_library_renderers_work_in_a_shell_without_mujoco_gl():
+    """What a user runs after `source install/setup.bash` alone (record-demos, eval-head): every simulator's
+    camera renderer chooses a working backend itself instead of failing in MuJoCo's context creation."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from plan_stack.embodiments.aloha.sim import AlohaSim, CameraRenderer\n"
+            "sim = AlohaSim(offscreen_size=(64, 48)); r = CameraRenderer(sim, 64, 48, ('cam_high',))\n"
+            "print(r.render('cam_high').shape)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "(48, 64, 3)" in out.stdout

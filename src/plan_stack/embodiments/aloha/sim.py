@@ -179,6 +179,9 @@ class CameraRenderer:
         self.cameras = tuple(cameras)
         self.width, self.height = int(width), int(height)
         self.models = {n: camera_model(sim.model, n, width, height) for n in self.cameras}
+        from plan_stack.embodiments.gl_backend import choose_backend
+
+        choose_backend()  # a working offscreen backend (EGL, then OSMesa) unless MUJOCO_GL is set
         self._renderer = mujoco.Renderer(sim.model, height=self.height, width=self.width)
 
     def render(self, name: str) -> np.ndarray:

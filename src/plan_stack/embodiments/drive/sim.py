@@ -289,6 +289,9 @@ class FrontCamera:
                              f"{gl.offwidth}x{gl.offheight}; build the DriveSim with a larger offscreen_size")
         self.sim = sim
         self.model = sim.camera_model(width, height)
+        from plan_stack.embodiments.gl_backend import choose_backend
+
+        choose_backend()  # a working offscreen backend (EGL, then OSMesa) unless MUJOCO_GL is set
         self._renderer = mujoco.Renderer(sim.model, height=int(height), width=int(width))
         self._option = mujoco.MjvOption()
         self._option.geomgroup[3] = 0  # the ego's own body (group 3) would hide the road ahead

@@ -159,6 +159,9 @@ class Cameras:
         self.sim, self.cameras = sim, tuple(cameras)
         self.models = {n: pinhole_model(sim.model, sim.model.camera(CAMERAS[n]).id, n, width, height)
                        for n in self.cameras}
+        from plan_stack.embodiments.gl_backend import choose_backend
+
+        choose_backend()  # a working offscreen backend (EGL, then OSMesa) unless MUJOCO_GL is set
         self._renderer = mujoco.Renderer(sim.model, height=int(height), width=int(width))
 
     def render(self, name: str) -> np.ndarray:
