@@ -117,3 +117,42 @@ def test_franka_robot_records_pick_place(tmp_path, capsys):
     assert ann["format"] == FORMAT and ann["task"] == "pick_place" and ann["success"]
     assert ann["waypoints"] == 6 and ann["camera"]["width"] == 64
     assert "pick_place seed 2: success" in capsys.readouterr().out
+
+
+def test_perturb_is_an_aloha_transfer_cube_option(tmp_path, capsys):
+    assert cli_main(["record-demos", "--robot", "franka", "--perturb", "0.1", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--perturb", "-0.1", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--task", "insertion", "--perturb", "0.1", "--width", "32", "--height", "32",
+                     "--out", str(tmp_path)]) == 2
+    assert "insertion" in capsys.readouterr().err
+    assert not any(p for p in tmp_path.iterdir() if p.name.endswith(".json") or (p / "metadata.yaml").exists())
+
+
+def test_perturbed_recording_labels_each_keyframe_with_the_pushes_it_could_see(recorded, tmp_path):
+    """Before the first push the labels are the plain demonstration's; after a push the path starts where
+    the pushed arm is and comes back to the expert's path by the end of the sub-task."""
+    out = tmp_path / "pushed"
+    assert cli_main(["record-demos", "--task", "transfer_cube", "--episodes", "1", "--seed", "2", "--out", str(out),
+                     "--width", "64", "--height", "48", "--camera-rate", "2", "--keyframe-period", "0.25",
+                     "--perturb", "0.1"]) == 0
+    plain_out = tmp_path / "plain"
+    assert cli_main(["record-demos", "--task", "transfer_cube", "--episodes", "1", "--seed", "2", "--out",
+                     str(plain_out), "--width", "64", "--height", "48", "--camera-rate", "2",
+                     "--keyframe-period", "0.25"]) == 0
+    pushed = read_annotation(str(out / "transfer_cube_0002.json"))
+    plain = read_annotation(str(plain_out / "transfer_cube_0002.json"))
+    pushes = pushed["perturbation"]["pushes"]
+    assert pushed["perturbation"]["std_rad"] == 0.1 and len(pushes) == 4
+    first = min(p["onset_s"] for p in pushes)
+    moved_start = 0
+    for a, b in zip(pushed["keyframes"], plain["keyframes"]):
+        assert a["t_s"] == b["t_s"] and a["subtask"] == b["subtask"]
+        for arm in ("left", "right"):
+            xa, xb = np.array(a["arms"][arm]["xyz"]), np.array(b["arms"][arm]["xyz"])
+            if a["t_s"] < first:
+                np.testing.assert_allclose(xa, xb, atol=1e-5)  # no push seen yet: the expert's own path
+            elif a["subtask"].startswith("reach"):
+                moved_start += np.linalg.norm(xa[0] - xb[0]) > 0.01
+                assert np.linalg.norm(xa[-1] - xb[-1]) < 0.02  # recovered by the end of the reach
+    assert moved_start > 0  # some label starts where the pushed arm is, off the expert's path
+    assert "perturbation" not in plain

@@ -5,19 +5,46 @@ import numpy as np
 import pytest
 
 from plan_stack.data.episodes import ROBOTS, Keyframe
-from plan_stack.planning.training_cli import RECIPES, SPLITS, gate_bound, true_steps
+from plan_stack.planning.training_cli import PLANNER_EXTRA_SPLITS, RECIPES, SPLITS, gate_bound, true_steps
+
+#: eval-head's tuning seeds (docs/closed_loop.md): never trained on either
+TUNING_SEEDS = set(range(300000, 300030))
 
 
 @pytest.mark.parametrize("robot", sorted(SPLITS))
 def test_splits_are_disjoint_seed_ranges_for_every_trainable_robot(robot):
     assert robot in ROBOTS and robot in RECIPES
     splits = SPLITS[robot]
-    assert set(splits) == {"train", "val", "heldout"}
+    assert set(splits) == {"train", "val", "heldout", *PLANNER_EXTRA_SPLITS.get(robot, {})}
     seeds = {name: set(range(first, first + n)) for name, (first, n) in splits.items()}
     assert all(len(s) > 0 for s in seeds.values())
-    assert not seeds["train"] & seeds["val"]
-    assert not seeds["train"] & seeds["heldout"]
-    assert not seeds["val"] & seeds["heldout"]
+    names = sorted(seeds)
+    for i, a in enumerate(names):
+        assert not seeds[a] & TUNING_SEEDS
+        for b in names[i + 1:]:
+            assert not seeds[a] & seeds[b], (a, b)
+
+
+def test_extra_planner_splits_record_with_options_record_demos_takes(tmp_path):
+    from plan_stack.cli import main
+
+    for robot, extra in PLANNER_EXTRA_SPLITS.items():
+        for split, options in extra.items():
+            assert split in SPLITS[robot]
+            # the options parse for that robot (one tiny episode, nothing else)
+            assert main(["record-demos", "--robot", robot, "--episodes", "1", "--width", "32", "--height", "32",
+                         "--seed", str(SPLITS[robot][split][0]), "--out", str(tmp_path / split), *options]) == 0
+
+
+def test_train_refuses_a_data_set_without_the_extra_planner_splits(tmp_path, capsys):
+    from plan_stack.cli import main
+
+    (tmp_path / "train").mkdir()
+    (tmp_path / "val").mkdir()
+    assert main(["train", "--robot", "aloha", "--data", str(tmp_path), "--work", str(tmp_path / "w"),
+                 "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "recovery" in err and "--record" in err
 
 
 def _kf(tracks: list[list[list[float]]]) -> Keyframe:

@@ -21,7 +21,7 @@ from plan_stack.embodiments.registry import ROBOTS, robot_names
 #: robot -> its tasks (the first is the default).
 ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.items()}
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
-_ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s"}
+_ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=None,
                         help="drive only: recorded sim seconds per episode (default 30)")
     parser.add_argument("--horizon", type=float, default=None, help="drive only: time the waypoints span, s (default 4)")
+    parser.add_argument("--perturb", type=float, default=None, metavar="STD",
+                        help="aloha transfer_cube only: recovery pushes of this std (rad) injected into the "
+                             "expert's commands, paths annotated as the arm recovers (default 0: none)")
 
 
 def _options(args: argparse.Namespace):
@@ -84,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
         except FileExistsError as exc:
             print(f"record-demos: {exc}", file=sys.stderr)
             return 1
+        except ValueError as exc:  # an option the task does not support (checked before anything is written)
+            print(f"record-demos: {exc}", file=sys.stderr)
+            return 2
         solved += ann["success"]
         reward = f" (reward {ann['reward']})" if spec.reports_reward else ""
         print(f"{task} seed {seed}: {'success' if ann['success'] else 'FAILED'}{reward}, "

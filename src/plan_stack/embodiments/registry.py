@@ -112,9 +112,9 @@ class Robot:
 
 ROBOTS: dict[str, Robot] = {r.name: r for r in (
     Robot("aloha", ("transfer_cube", "insertion"), sim="sim:AlohaSim", expert="expert:demonstrate",
-          record_options="recording:RecordOptions", bridge_config="bridge:AlohaBridgeConfig",
+          record_options="recording:AlohaRecordOptions", bridge_config="bridge:AlohaBridgeConfig",
           bridge_limits="bridge:load_limits", bridge_executable="aloha_bridge", sim_executable="aloha_sim",
-          reports_reward=True,
+          reports_reward=True, recorder_only_options=("perturb",),
           # the scripted transfer-cube expert takes 8 s; the learned stack gets 50 % more
           success_criterion="staged_reward", episode_time_limit_s=12.0, latency_camera="cam_high",
           bridge_command_topic="/left_arm_controller/joint_trajectory", checks_joint_states=True),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import glob
 import json
 import os
 import subprocess
@@ -32,9 +33,17 @@ from plan_stack.engines.device import EngineError, add_device_arguments, placeme
 
 #: episode seeds per split (record-demos --seed S --episodes N): disjoint, fixed, written into the manifest
 SPLITS: dict[str, dict[str, tuple[int, int]]] = {
-    "aloha": {"train": (0, 165), "val": (200000, 12), "heldout": (100000, 40)},
+    "aloha": {"train": (0, 165), "val": (200000, 12), "heldout": (100000, 40), "recovery": (400000, 120)},
     "franka": {"train": (0, 120), "val": (200000, 6), "heldout": (100000, 10)},
     "drive": {"train": (0, 60), "val": (200000, 4), "heldout": (100000, 8)},
+}
+#: splits the planner (target and drafter, not the action heads) trains on besides `train` -> the extra
+#: record-demos options they are recorded with. ALOHA `recovery`: the expert pushed off its path and
+#: recovering (`expert.recovery_pulses`); without it the planner, which saw the arm only on the expert's
+#: path, read the target's place from the arm's pose and its plans drifted in closed loop
+#: (docs/closed_loop.md).
+PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
+    "aloha": {"recovery": ("--perturb", "0.1")},
 }
 
 
@@ -78,7 +87,8 @@ RECIPES: dict[str, Recipe] = {
     # checkpoint is still chosen on validation AR ADE every `eval_every` steps; heads train at ~7 steps/s
     # heads: every train episode, noise on the input state, 3,000 steps (~4 steps/s loaded): closed-loop success
     # of the plain head on the tuning seeds (eval-head, annotated plans) went 0 -> 43-57 % (docs/closed_loop.md)
-    "aloha": Recipe(target_steps=900, eval_every=300, drafter_steps=450, head_steps=3000, head_episodes=165,
+    # target: ~4 epochs of the 165 train + ~115 successful recovery episodes (planner only)
+    "aloha": Recipe(target_steps=1200, eval_every=300, drafter_steps=450, head_steps=3000, head_episodes=165,
                     head_state_noise=(0.05,)),
     # franka/drive: sized to ~25-30 min each while both trained side by side on the shared machine
     "franka": Recipe(target_steps=300, eval_every=300, drafter_steps=50, head_steps=200, head_episodes=20),
@@ -213,15 +223,25 @@ def run(args: argparse.Namespace) -> int:
     train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
     if stages == ["gate"]:
         return set_gate(out, val_dir, spec, recipe, log)
-    data_id = {"train": data_fingerprint([train_dir]), "val": data_fingerprint([val_dir])}
+    extra_dirs = {name: os.path.join(args.data, name) for name in PLANNER_EXTRA_SPLITS.get(robot, {})}
+    missing = [d for d in extra_dirs.values() if not glob.glob(os.path.join(d, "*.json"))]
+    if missing:
+        print(f"train: no recorded episodes in {', '.join(missing)} (the {robot} planner trains on them too; "
+              f"record them with --record)", file=sys.stderr)
+        return 2
+    data_id = {"train": data_fingerprint([train_dir]), "val": data_fingerprint([val_dir]),
+               **{name: data_fingerprint([d]) for name, d in extra_dirs.items()}}
     log(f"{robot}: data {data_id}")
     train_kf = load_keyframes(train_dir, spec, recipe.image_size, progress=True)
     val_kf = load_keyframes(val_dir, spec, recipe.image_size, progress=True)
-    ranges, workspace = fit_ranges(train_kf, spec)
+    extra_kf = {name: load_keyframes(d, spec, recipe.image_size, progress=True) for name, d in extra_dirs.items()}
+    planner_kf = train_kf + [kf for kfs in extra_kf.values() for kf in kfs]  # what the target and drafter see
+    ranges, workspace = fit_ranges(planner_kf, spec)
     gate_step, gate_rule = gate_bound(val_kf, recipe.gate_step_factor)
     blind = EV.blind_baseline(train_kf)
-    log(f"{len(train_kf)} train / {len(val_kf)} val keyframes, ranges {ranges}, gate step {gate_step} m "
-        f"(data {time.monotonic() - t0:.0f} s)")
+    log(f"{len(train_kf)} train / {len(val_kf)} val keyframes"
+        + "".join(f" / {len(kfs)} {name}" for name, kfs in extra_kf.items())
+        + f", ranges {ranges}, gate step {gate_step} m (data {time.monotonic() - t0:.0f} s)")
     kinds = (["box"] if spec.box_objects else []) + [spec.kind]
     manifest: dict[str, Any] = {
         "robot": robot, "cameras": list(spec.cameras), "image_size": list(recipe.image_size), "history_frames": 1,
@@ -230,23 +250,27 @@ def run(args: argparse.Namespace) -> int:
         "workspace": workspace, "gate_max_step_m": gate_step, "gate_rule": gate_rule, "frame_id": spec.frame_id,
         "response": "sub-task text + '. ' + per primitive: tool call + block; EOS",
         "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in SPLITS[robot].items()},
-                 "train": data_id["train"], "val": data_id["val"],
-                 "samples": {"train": len(train_kf), "val": len(val_kf)},
-                 "recorded_with": f"plan-stack record-demos --robot {robot} --width 224 --height 224 --camera-rate 2"},
+                 **data_id,
+                 "samples": {"train": len(train_kf), "val": len(val_kf),
+                             **{name: len(kfs) for name, kfs in extra_kf.items()}},
+                 "planner_trains_on": ["train", *extra_kf],
+                 "recorded_with": f"plan-stack record-demos --robot {robot} --width 224 --height 224 --camera-rate 2",
+                 **({"extra_record_options": {k: " ".join(v) for k, v in PLANNER_EXTRA_SPLITS[robot].items()}}
+                    if extra_kf else {})},
         "recipe": dataclasses.asdict(recipe), "git_commit": git_commit(),
         "pretrained_weights": "none (random init; no model hub reachable)",
     }
     target = build_target(recipe)
     target.model.to(device)
     model = PlannerModel(out, target, None, manifest)
-    lens = [len(response_tokens(target, kf, spec, model.ranges)[0]) for kf in train_kf]
+    lens = [len(response_tokens(target, kf, spec, model.ranges)[0]) for kf in planner_kf]
     manifest["budget"] = max(lens) + recipe.budget_margin
     val_sel = val_kf[::max(1, len(val_kf) // recipe.val_keyframes)][:recipe.val_keyframes]
 
     target_dir = work / "target_final"
     if "target" in stages:
         items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(target, kf, spec, model.ranges)[0])
-                 for kf in train_kf]
+                 for kf in planner_kf]
         cfg = TT.TargetTrainConfig(steps=recipe.target_steps, batch_size=recipe.target_batch, lr=recipe.target_lr,
                                    eval_every=recipe.eval_every, seed=recipe.seed)
         log(f"target: {sum(p.numel() for p in target.model.parameters()) / 1e6:.2f} M parameters, "
@@ -283,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
                                     intermediate=2 * recipe.drafter_width)
         drafter.to(device)
     if "drafter" in stages:
-        samples = [make_sample(model, kf, spec) for kf in train_kf]
+        samples = [make_sample(model, kf, spec) for kf in planner_kf]
         dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
                               max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=50, seed=recipe.seed)
         assert drafter is not None  # built above whenever the drafter stage runs
@@ -392,7 +416,8 @@ def record_splits(robot: str, data: str, log) -> None:
             continue
         log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
         code = cli_main(["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
-                         "--episodes", str(episodes), "--seed", str(seed), "--out", dest])
+                         "--episodes", str(episodes), "--seed", str(seed), "--out", dest,
+                         *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())])
         if code:
             raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
 

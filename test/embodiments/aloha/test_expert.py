@@ -28,3 +28,39 @@ def test_insertion_expert_succeeds_in_at_least_4_of_5_seeds():
     sim = AlohaSim("insertion")
     rewards = [replay(plan_episode("insertion", seed), sim) for seed in range(5)]
     assert sum(r == 4 for r in rewards) >= 4, rewards
+
+
+def test_recovery_pulses_push_only_the_chosen_joints_inside_their_windows_and_die_out():
+    import pytest
+
+    from plan_stack.embodiments.aloha.expert import (
+        PUSH_DECAY_S,
+        PUSH_RISE_S,
+        PUSHED_JOINTS,
+        RECOVERY_WINDOWS,
+        recovery_pulses,
+    )
+
+    ep = plan_episode("transfer_cube", 5)
+    pulses = recovery_pulses(ep, 0.1)
+    again = recovery_pulses(ep, 0.1)
+    assert [p.onset_s for p in pulses] == [p.onset_s for p in again]  # seeded by the episode
+    assert all(np.array_equal(a.offsets, b.offsets) for a, b in zip(pulses, again))
+    assert [p.onset_s for p in pulses] == sorted(p.onset_s for p in pulses)
+    windows = RECOVERY_WINDOWS["transfer_cube"]
+    assert len(pulses) == sum(n for _, _, n in windows.values())
+    for p in pulses:
+        lo, hi, _ = windows[p.arm]
+        assert lo <= p.onset_s <= hi
+        a = 0 if p.arm == "left" else 1
+        moved = np.flatnonzero(np.abs(p.offsets).max(axis=0) > 0)
+        assert set(moved) <= {7 * a + j for j in PUSHED_JOINTS} and len(moved) > 0
+        before = ep.times_s <= p.onset_s
+        after = ep.times_s >= p.onset_s + PUSH_RISE_S + PUSH_DECAY_S[1]
+        assert np.all(p.offsets[before] == 0) and np.allclose(p.offsets[after], 0)
+        assert np.abs(p.offsets).max() < 0.6  # pushes of a few cm, not flung arms
+    assert recovery_pulses(plan_episode("transfer_cube", 6), 0.1)[0].onset_s != pulses[0].onset_s
+    with pytest.raises(ValueError, match="scale"):
+        recovery_pulses(ep, 0.0)
+    with pytest.raises(ValueError, match="insertion"):
+        recovery_pulses(plan_episode("insertion", 0), 0.1)

@@ -48,15 +48,20 @@ def build_annotation(
     success: bool,
     reward: int,
     bag: str = "",
+    label_tcp_world: Sequence[np.ndarray] | None = None,
 ) -> dict:
-    """The annotation dict of one episode. `tcp_world` is [T, 2, 3] (left, right) at `times_s`."""
+    """The annotation dict of one episode. `tcp_world` is [T, 2, 3] (left, right) at `times_s`;
+    `label_tcp_world` (one such track per keyframe) replaces it as the source of that keyframe's path."""
+    if label_tcp_world is not None and len(label_tcp_world) != len(keyframes):
+        raise ValueError(f"label_tcp_world: one track per keyframe ({len(keyframes)}), got {len(label_tcp_world)}")
     frames = []
-    for kf in keyframes:
+    for i, kf in enumerate(keyframes):
         st = subtask_at(subtasks, kf.t_s)
+        track = tcp_world if label_tcp_world is None else label_tcp_world[i]
         frames.append({
             "t_s": round_or_none(kf.t_s, 4),
             "subtask": st.text,
-            "arms": {arm: path_annotation(times_s, tcp_world[:, a], kf, st.end_s, waypoints, camera)
+            "arms": {arm: path_annotation(times_s, track[:, a], kf, st.end_s, waypoints, camera)
                      for a, arm in enumerate(ARMS)},
             "boxes": [{"object": name, "bbox": box} for name, box in kf.boxes.items() if box is not None],
         })

@@ -27,7 +27,8 @@ from plan_stack.embodiments.aloha.model import (
     task_spec,
 )
 
-__all__ = ["Waypoint", "Subtask", "ExpertEpisode", "waypoints_for", "plan_episode", "replay", "demonstrate"]
+__all__ = ["Waypoint", "Subtask", "ExpertEpisode", "Pulse", "waypoints_for", "plan_episode", "recovery_pulses",
+           "replay", "demonstrate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,6 +273,56 @@ def plan_episode(task: str = "transfer_cube", seed: int = 0, dt_s: float = 0.02,
     subtasks = tuple(Subtask(text, s * episode_s, e * episode_s) for text, s, e in fractions)
     return ExpertEpisode(task, seed, spec.instruction, dt_s, np.arange(n) * dt_s, commands, objects,
                          subtasks, best)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pulse:
+    """One push of an arm off the expert's path: `offsets[k]` is added to command k (stack units)."""
+
+    arm: str
+    onset_s: float
+    offsets: np.ndarray  # [T, 14]
+
+
+#: task -> arm -> (earliest, latest onset s, pulses): where a push leaves the arm time to recover before it
+#: must be precise (the right arm's descent onto the cube at 2.6 s; the left arm's grasp at 5.2 s)
+RECOVERY_WINDOWS: dict[str, dict[str, tuple[float, float, int]]] = {
+    "transfer_cube": {"right": (0.2, 1.1, 2), "left": (0.2, 3.6, 2)},
+}
+#: joints a push moves (waist, shoulder, elbow, wrist angle); the rolls and the gripper stay on the path
+PUSHED_JOINTS = (0, 1, 2, 4)
+PUSH_RISE_S = 0.25
+PUSH_DECAY_S = (0.8, 1.2)
+
+
+def recovery_pulses(episode: ExpertEpisode, scale: float) -> list[Pulse]:
+    """Random pushes off the expert's path that the expert recovers from (noise injected into the
+    demonstration, as in DART): each arm gets a few smooth joint offsets (std `scale` rad) that rise in
+    `PUSH_RISE_S` and decay back to zero, so the arm comes back onto the scripted path before it must be
+    precise. Seeded by the episode's seed. Recorded images then show the arm off its usual place while
+    the object stays put: the planner must read the object, not the arm's pose, to place the plan.
+    """
+    if not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale: a positive finite std in rad, got {scale}")
+    windows = RECOVERY_WINDOWS.get(episode.task)
+    if windows is None:
+        raise ValueError(f"perturbation: defined for {sorted(RECOVERY_WINDOWS)} only, not {episode.task!r}")
+    rng = np.random.default_rng([episode.seed, 0x70B5])
+    t = episode.times_s
+    pulses = []
+    for a, arm in enumerate(ARMS):
+        lo, hi, count = windows[arm]
+        for _ in range(count):
+            onset = float(rng.uniform(lo, hi))
+            decay = float(rng.uniform(*PUSH_DECAY_S))
+            amplitude = rng.normal(0.0, scale, len(PUSHED_JOINTS))
+            rise = np.clip((t - onset) / PUSH_RISE_S, 0.0, 1.0)
+            fall = np.clip((t - onset - PUSH_RISE_S) / decay, 0.0, 1.0)
+            shape = 0.5 * (1 - np.cos(np.pi * rise)) * 0.5 * (1 + np.cos(np.pi * fall))
+            offsets = np.zeros_like(episode.commands)
+            offsets[:, [7 * a + j for j in PUSHED_JOINTS]] = shape[:, None] * amplitude
+            pulses.append(Pulse(arm, onset, offsets))
+    return sorted(pulses, key=lambda p: p.onset_s)
 
 
 def replay(episode: ExpertEpisode, sim=None, on_step=None) -> int:

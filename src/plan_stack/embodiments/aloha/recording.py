@@ -20,6 +20,8 @@ Bag time is sim time (episode start = 0 s).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 
 import numpy as np
@@ -30,7 +32,20 @@ from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
 from plan_stack.embodiments.aloha.annotation import build_annotation
 from plan_stack.embodiments.aloha.model import ARMS, CAMERAS, JOINT_NAMES, stack_to_joint
 
-__all__ = ["RecordOptions", "BagWriter", "record_episode", "TOPICS"]
+__all__ = ["RecordOptions", "AlohaRecordOptions", "BagWriter", "record_episode", "TOPICS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AlohaRecordOptions(RecordOptions):
+    """The arm recorders' options plus `perturbation`: std (rad) of the recovery pushes injected into the
+    expert's commands (`expert.recovery_pulses`; 0 = the plain demonstration)."""
+
+    perturbation: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not math.isfinite(self.perturbation) or self.perturbation < 0:
+            raise ValueError(f"perturbation: a finite std >= 0 in rad, got {self.perturbation}")
 
 
 def topics_for(objects, cameras=tuple(CAMERAS)) -> dict[str, str]:
@@ -53,13 +68,21 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
                    sim=None) -> dict:
     """Plan the scripted expert for `seed`, replay it with rendering, write `<task>_<seed>.mcap` (a rosbag2
     folder) and `<task>_<seed>.json`. Returns the annotation dict.
+
+    With `options.perturbation` (an `AlohaRecordOptions`), the replayed commands carry the expert's
+    recovery pushes; each keyframe's annotated path is then the one the arm takes from there with the
+    pushes that have begun by then and none of the later ones (a physics-only replay per push onset),
+    so a label never predicts a push it could not see.
     """
-    from plan_stack.embodiments.aloha.expert import plan_episode
+    from plan_stack.embodiments.aloha.expert import plan_episode, recovery_pulses
     from plan_stack.embodiments.aloha.sim import AlohaSim, CameraRenderer
 
     stem = f"{task}_{seed:04d}"
     bag_path = new_bag_path(out_dir, stem)
     episode = plan_episode(task, seed, dt_s=options.dt_s)
+    perturbation = getattr(options, "perturbation", 0.0)
+    pulses = recovery_pulses(episode, perturbation) if perturbation else []
+    stack_commands = episode.commands + sum((p.offsets for p in pulses), np.zeros_like(episode.commands))
     sim = AlohaSim(task, offscreen_size=(options.width, options.height)) if sim is None else sim
     renderer = CameraRenderer(sim, options.width, options.height)
     writer = BagWriter(bag_path, topics_for(sim.task.objects))
@@ -93,23 +116,57 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
         writer.write("/instruction", 0.0, writer.string(episode.instruction))
         capture(0, 0.0)
         substeps = int(round(options.dt_s / sim.timestep_s))
-        commands = stack_to_joint(episode.commands)
+        commands = stack_to_joint(stack_commands)
         for k in range(len(commands)):
             t_cmd = sim.time_s
-            writer.write("/action", t_cmd, writer.joint_state(t_cmd, JOINT_NAMES, episode.commands[k]))
+            writer.write("/action", t_cmd, writer.joint_state(t_cmd, JOINT_NAMES, stack_commands[k]))
             sim.set_command(commands[k])
             sim.step(substeps)
             capture(k + 1, sim.time_s)
         reward = sim.reward()
+        label_tcp = _labels_without_later_pushes(sim, episode, pulses, [kf.t_s for kf in keyframes], np.array(tcp))
     finally:
         writer.close()
         renderer.close()
     annotation = build_annotation(
         task=task, seed=seed, instruction=episode.instruction, subtasks=episode.subtasks,
         camera=renderer.models["cam_high"], times_s=np.array(times), tcp_world=np.array(tcp), keyframes=keyframes,
-        waypoints=options.waypoints, success=reward >= 4, reward=reward, bag=bag_path.name)
+        waypoints=options.waypoints, success=reward >= 4, reward=reward, bag=bag_path.name,
+        label_tcp_world=label_tcp)
+    if pulses:
+        annotation["perturbation"] = {"std_rad": perturbation, "pushes": [
+            {"arm": p.arm, "onset_s": round(p.onset_s, 4),
+             "peak_rad": [round(float(v), 4) for v in p.offsets[np.argmax(np.abs(p.offsets).sum(axis=1))]]}
+            for p in pulses]}
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
+
+
+def _labels_without_later_pushes(sim, episode, pulses, keyframe_times, tcp: np.ndarray) -> list[np.ndarray] | None:
+    """Per keyframe, the tool-centre track [T, 2, 3] under the pushes begun by its time (None: no pushes).
+
+    Physics is deterministic, so a replay with fewer pushes follows the recorded run up to the first
+    push it leaves out; no rendering is needed.
+    """
+    if not pulses:
+        return None
+    substeps = int(round(episode.dt_s / sim.timestep_s))
+    tracks: dict[int, np.ndarray] = {len(pulses): tcp}
+    labels = []
+    for t_kf in keyframe_times:
+        begun = sum(p.onset_s <= t_kf + 1e-9 for p in pulses)
+        if begun not in tracks:
+            commands = stack_to_joint(episode.commands + sum((p.offsets for p in pulses[:begun]),
+                                                             np.zeros_like(episode.commands)))
+            sim.reset(object_poses=episode.object_poses)
+            track = [sim.tcp_positions()]
+            for q in commands:
+                sim.set_command(q)
+                sim.step(substeps)
+                track.append(sim.tcp_positions())
+            tracks[begun] = np.array(track)
+        labels.append(tracks[begun])
+    return labels
 
 
 def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
