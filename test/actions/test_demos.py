@@ -109,3 +109,14 @@ def test_plan_tokens_of_a_single_arm_plan():
     assert tok.shape == (2 + 2, COND_WIDTH)  # two waypoints, sub-task text, instruction
     np.testing.assert_allclose(tok[1, 0:3], [0.2, 0.0, 1.0])
     assert tok[0, 6] == 1.0 and tok[0, 7] == 0.0
+
+
+def test_keyframe_in_force_is_the_newest_at_or_before_t_and_the_first_before_any():
+    from plan_stack.actions.demos import keyframe_in_force
+
+    keys = [0.0, 0.5, 1.0]
+    assert keyframe_in_force(keys, 0.49) == 0 and keyframe_in_force(keys, 0.5) == 1
+    assert keyframe_in_force(keys, 0.5 - 1e-7) == 1  # float stamps a hair early still count
+    assert keyframe_in_force(keys, -1.0) == 0 and keyframe_in_force(keys, 9.0) == 2
+    assert keyframe_in_force(keys, np.array([0.2, 0.7, 3.0])).tolist() == [0, 1, 2]
+    assert isinstance(keyframe_in_force(keys, 0.7), int)

@@ -30,7 +30,7 @@ from plan_stack.actions.errors import DatasetError
 from plan_stack.data.bags import read_bag
 from plan_stack.stamps import sec_nanosec_to_s
 
-__all__ = ["COND_WIDTH", "text_features", "plan_tokens", "load_demo_dir", "load_episode"]
+__all__ = ["COND_WIDTH", "text_features", "plan_tokens", "keyframe_in_force", "load_demo_dir", "load_episode"]
 
 COND_WIDTH = 16
 _TEXT_DIMS = 5
@@ -103,6 +103,16 @@ def _states_as_actions(states: np.ndarray, js_names: list[str], act_names: list[
     return np.stack(cols, axis=1)
 
 
+def keyframe_in_force(key_times, t_s):
+    """Index of the keyframe in force at `t_s` (scalar or array): the newest at or before it (1 µs of
+    slack for float stamps), the first one before any. The one rule training, evaluation and the
+    ground-truth planner share."""
+    key_times = np.asarray(key_times, dtype=float)
+    idx = np.clip(np.searchsorted(key_times, np.asarray(t_s, dtype=float) + 1e-6, side="right") - 1,
+                  0, len(key_times) - 1)
+    return int(idx) if np.ndim(idx) == 0 else idx
+
+
 def load_episode(annotation_path: str) -> Episode:
     """One recorded episode: its annotation JSON and the bag folder it names."""
     with open(annotation_path, encoding="utf-8") as fh:
@@ -133,7 +143,7 @@ def load_episode(annotation_path: str) -> Episode:
         cond[i, : s.shape[0]] = s
         cond[i, s.shape[0]:] = s[-1]
     key_t = np.array([k["t_s"] for k in keys])
-    cond_index = np.clip(np.searchsorted(key_t, t_act + 1e-6, side="right") - 1, 0, len(keys) - 1)
+    cond_index = keyframe_in_force(key_t, t_act)
     return Episode(Path(annotation_path).stem, round(dt, 6), actions, states[js_idx], cond, cond_index)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from geometry_msgs.msg import Point
 from rclpy.node import Node
 
+from plan_stack.actions.demos import keyframe_in_force
 from plan_stack.msg import Observation, PlanFeatures, Primitive, VisualPlan
 from plan_stack.ros.image import image_to_numpy
 from plan_stack.ros.qos import RELIABLE_QOS
@@ -109,7 +110,7 @@ class GroundTruthPlanner(Node):
         from plan_stack.actions.train_features import keyframe_features
 
         t = stamp_to_s(msg.header.stamp)
-        i = max(int(np.searchsorted(self.times, t + 1e-6, side="right")) - 1, 0)
+        i = keyframe_in_force(self.times, t)
         names = list(msg.camera_names)
         try:
             images = [image_to_numpy(msg.images[names.index(cam)]) for cam in self.spec.cameras]

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from plan_stack.actions.demos import keyframe_in_force
+
 __all__ = ["HeadRollout", "rollout", "keyframe_conditioning", "AnnotatedPlans", "LivePlanner", "replay_commands",
            "summarise"]
 
@@ -71,8 +73,7 @@ class AnnotatedPlans:
         self.key_times, self.conds = np.asarray(key_times, dtype=float), conds
 
     def __call__(self, t_s: float, sim: Any) -> np.ndarray:
-        slot = int(np.clip(np.searchsorted(self.key_times, t_s + 1e-6, side="right") - 1, 0, len(self.conds) - 1))
-        return self.conds[slot]
+        return self.conds[keyframe_in_force(self.key_times, t_s)]
 
 
 class LivePlanner:
