@@ -77,3 +77,38 @@ def test_executing_more_commands_than_a_chunk_holds_is_refused(expert):
     with pytest.raises(ValueError, match="execute_steps"):
         rollout(lambda state, cond: expert[:50], 3, AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert,
                 execute_steps=60, episode_s=2.0)
+
+
+def test_a_delayed_chunk_runs_from_the_row_due_when_it_arrives(expert):
+    """With latency the commands stay time-aligned (the expert still solves the task, its commands
+    executed at their own times) and a chunk that moves only late is seen late."""
+    sample, _ = _replayer(expert, 25)
+    r = rollout(sample, 3, AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert, execute_steps=25,
+                episode_s=8.0, delay_steps=10)
+    assert r.success
+    seen = []
+
+    def probe(state, cond):  # row i of the chunk queried at step q carries i + q
+        q = len(seen) * 5
+        seen.append(q)
+        return np.tile(np.arange(q, q + 50, dtype=float)[:, None] * 1e-4, (1, 14)) + expert[0]
+
+    sent = []
+    from plan_stack.embodiments.aloha.sim import AlohaSim
+
+    class Recorder(AlohaSim):
+        def set_command(self, q):
+            sent.append(np.asarray(q).copy())
+            return super().set_command(q)
+
+    rollout(probe, 3, AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert, execute_steps=5,
+            episode_s=0.4, delay_steps=7, sim=Recorder("transfer_cube", offscreen_size=(64, 48)))
+    sent = sent[-20:]  # the rollout's 20 commands (resets send the start pose too)
+    steps = np.round((np.array(sent)[:, 0] - expert[0][0]) / 1e-4).astype(int)
+    # steps 0-6 hold the start pose; from step 7 on, command k is row k of its chunk (value k)
+    assert steps[:7].tolist() == [0] * 7 and steps[7:].tolist() == list(range(7, 20))
+    with pytest.raises(ValueError, match="delay_steps"):
+        rollout(probe, 3, AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert, execute_steps=25,
+                episode_s=1.0, delay_steps=30)
+    with pytest.raises(ValueError, match="delay_steps"):
+        rollout(probe, 3, AnnotatedPlans(np.array([0.0]), [np.zeros((1, 4))]), expert, delay_steps=-1)

@@ -104,7 +104,7 @@ class LivePlanner:
 def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
             plans: Callable[[float, Any], np.ndarray], expert_commands: np.ndarray, dt_s: float = 0.02,
             episode_s: float = 12.0, execute_steps: int = 10, replan_steps: int = 1, task: str = "transfer_cube",
-            sim: Any = None, joint_names: tuple[str, ...] = ()) -> HeadRollout:
+            sim: Any = None, joint_names: tuple[str, ...] = (), delay_steps: int = 0) -> HeadRollout:
     """One episode: `sample(state [14], cond [K, W]) -> chunk [H, 14]`; the state in joint units (grippers as
     finger positions, m: what `joint_states` carries and the heads were trained on), the chunk in stack
     units (grippers 0 closed .. 1 open: what the chunker publishes).
@@ -112,7 +112,13 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
     `expert_commands` [T, 14] (stack units) are the scripted commands of the same seed, for the
     distance-to-expert figures only (never fed to the head). `plans(t_s, sim)` gives the conditioning
     tokens; it is asked at most every `replan_steps` control periods, before a query.
+
+    `delay_steps` models the graph's latency: a chunk queried on the state at step q reaches the robot at
+    q + delay_steps and is executed from its row delay_steps on (its rows stay due at q + i, as the
+    stitcher aligns them by stamp); until then the previous chunk runs on (the start pose before the first).
     """
+    if delay_steps < 0:
+        raise ValueError(f"delay_steps: >= 0, got {delay_steps}")
     from plan_stack.embodiments.aloha.model import joint_to_stack, stack_to_joint
     from plan_stack.embodiments.aloha.sim import MAX_REWARD, AlohaSim
 
@@ -124,7 +130,9 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
     exp_lo, exp_hi = expert_commands.min(axis=0), expert_commands.max(axis=0)
     best, queries, clipped = sim.reward(), 0, 0
     sq_err, excursion = 0.0, np.zeros(14)
-    chunk: np.ndarray | None = None
+    active: tuple[np.ndarray, int] | None = None  # (chunk, step it was queried at) the robot executes
+    pending: list[tuple[np.ndarray, int]] = []  # queried, not yet arrived
+    hold = joint_to_stack(sim.joint_positions())
     cond: np.ndarray | None = None
     planned_at = -replan_steps
     for k in range(n):
@@ -133,11 +141,14 @@ def rollout(sample: Callable[[np.ndarray, np.ndarray], np.ndarray], seed: int,
                 cond, planned_at = plans(k * dt_s, sim), k
             state = sim.joint_positions()  # joint units, as joint_states carry them (the head's state units)
             chunk = np.asarray(sample(state, cond), dtype=float)
-            if len(chunk) < execute_steps:
-                raise ValueError(f"execute_steps: {execute_steps} commands per chunk, but the chunk has {len(chunk)}")
+            if len(chunk) < execute_steps + delay_steps:
+                raise ValueError(f"execute_steps + delay_steps: {execute_steps + delay_steps} commands per chunk, "
+                                 f"but the chunk has {len(chunk)}")
+            pending.append((chunk, k))
             queries += 1
-        assert chunk is not None
-        cmd = chunk[k % execute_steps]
+        while pending and pending[0][1] + delay_steps <= k:
+            active = pending.pop(0)
+        cmd = hold if active is None else active[0][min(k - active[1], len(active[0]) - 1)]
         q = stack_to_joint(cmd)
         clipped += int(np.any((q < lo - 1e-9) | (q > hi + 1e-9)))
         sim.set_command(np.clip(q, lo, hi))

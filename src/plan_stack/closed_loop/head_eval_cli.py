@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, default=None, help="use only the first N episodes")
     parser.add_argument("--execute-steps", type=int, default=10,
                         help="control periods executed from each chunk before the next query (default 10)")
+    parser.add_argument("--delay-steps", type=int, default=0,
+                        help="latency in control periods: a chunk runs from its row N on, N periods after its "
+                             "query (default 0)")
     parser.add_argument("--episode-s", type=float, default=10.0, help="sim seconds per episode (default 10)")
     parser.add_argument("--plans", default="annotated", choices=["annotated", "ar", "dflash", "vflash"],
                         help="plan source: the annotated plans, or the planner decoding the live image")
@@ -64,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     if args.robot != "aloha":
         print(f"eval-head: only ALOHA's simulator runs in process here, not {args.robot!r}", file=sys.stderr)
         return 2
-    if args.execute_steps < 1 or args.replan_steps < 1 or not args.episode_s > 0:
-        print("eval-head: --execute-steps and --replan-steps must be >= 1 and --episode-s > 0", file=sys.stderr)
+    if args.execute_steps < 1 or args.replan_steps < 1 or not args.episode_s > 0 or args.delay_steps < 0:
+        print("eval-head: --execute-steps and --replan-steps must be >= 1, --delay-steps >= 0 and --episode-s > 0",
+              file=sys.stderr)
         return 2
     files = sorted(glob.glob(os.path.join(args.demos, "*.json")))[: args.episodes]
     if not files:
@@ -123,9 +127,9 @@ def run(args: argparse.Namespace) -> int:
             assert plans is not None  # live is built whenever there are no annotated plans
             rows.append(rollout(sample, seed, plans, expert, episode_s=args.episode_s,
                                 execute_steps=args.execute_steps, replan_steps=args.replan_steps, sim=sim,
-                                joint_names=names))
+                                joint_names=names, delay_steps=args.delay_steps))
         summary = {"head": name, "plans": args.plans, "noise_scale": None if name == "expert" else noise_scale,
-                   "execute_steps": args.execute_steps, **summarise(rows)}
+                   "execute_steps": args.execute_steps, "delay_steps": args.delay_steps, **summarise(rows)}
         table.append(summary)
         out.append({"summary": summary, "rows": [r.row() for r in rows]})
     if live is not None:
