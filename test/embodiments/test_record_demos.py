@@ -156,3 +156,16 @@ def test_perturbed_recording_labels_each_keyframe_with_the_pushes_it_could_see(r
                 assert np.linalg.norm(xa[-1] - xb[-1]) < 0.02  # recovered by the end of the reach
     assert moved_start > 0  # some label starts where the pushed arm is, off the expert's path
     assert "perturbation" not in plain
+    # the bag holds the pushed commands and the expert's own; a head learns the expert's (DART's label)
+    from plan_stack.actions.demos import load_episode
+    from plan_stack.data.bags import read_bag
+    from plan_stack.embodiments.aloha.expert import plan_episode
+
+    bag = read_bag(out / "transfer_cube_0002", topics=("/action", "/expert_action"))
+    sent = np.array([m.position for _, m in bag["/action"]])
+    own = np.array([m.position for _, m in bag["/expert_action"]])
+    assert [t for t, _ in bag["/action"]] == [t for t, _ in bag["/expert_action"]]
+    np.testing.assert_allclose(own, plan_episode("transfer_cube", 2).commands)
+    assert np.abs(sent - own).max() > 0.02
+    np.testing.assert_allclose(load_episode(str(out / "transfer_cube_0002.json")).actions, own)
+    assert "/expert_action" not in read_bag(plain_out / "transfer_cube_0002")

@@ -66,3 +66,8 @@ def test_gate_bound_is_the_factor_times_the_largest_true_step():
 def test_gate_bound_refuses_a_split_without_tracks():
     with pytest.raises(ValueError, match="validation"):
         gate_bound([_kf([[[0, 0, 0]]])], 1.5)
+
+
+@pytest.mark.parametrize("robot", sorted(RECIPES))
+def test_heads_train_only_on_splits_the_robot_records(robot):
+    assert set(RECIPES[robot].head_extra_splits) <= set(PLANNER_EXTRA_SPLITS.get(robot, {}))

@@ -1,6 +1,9 @@
 """Recorded ALOHA demonstrations (`plan-stack record-demos`, docs/aloha.md) -> `Episode`s.
 
-Per episode: `/action` (commanded positions, stack units) are the actions,
+Per episode: `/action` (commanded positions, stack units) are the actions
+(`/expert_action` instead where the recording has it: a recovery
+demonstration, whose pushed commands are not what a policy should learn but
+the expert's own command from the pushed state is — the DART label),
 `/joint_states` at each command's stamp is the state (what the chunker sees
 in `Observation.joint_state`), and the conditioning is built from the
 annotation's ground-truth plan in force at that time (the latest keyframe):
@@ -78,7 +81,9 @@ def plan_tokens(keyframe: dict, instruction: str, width: int, height: int) -> np
 
 def _read_joint_topics(bag_dir: str) -> dict[str, tuple[np.ndarray, np.ndarray, list[str]]]:
     out = {}
-    msgs = read_bag(bag_dir, topics=("/action", "/joint_states"))
+    msgs = read_bag(bag_dir, topics=("/action", "/expert_action", "/joint_states"))
+    if msgs.get("/expert_action"):
+        msgs["/action"] = msgs["/expert_action"]
     for topic in ("/action", "/joint_states"):
         rows = [msg for _, msg in msgs.get(topic, [])]
         out[topic] = (np.array([sec_nanosec_to_s(m.header.stamp.sec, m.header.stamp.nanosec) for m in rows]),

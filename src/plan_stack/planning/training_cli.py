@@ -77,6 +77,8 @@ class Recipe:
     head_rtc_max_delay: int = 10
     #: Gaussian noise on the heads' input state, robot units (one std or one per channel; empty = off)
     head_state_noise: tuple[float, ...] = ()
+    #: extra planner splits (`PLANNER_EXTRA_SPLITS`) whose episodes the heads train on as well, all of them
+    head_extra_splits: tuple[str, ...] = ()
     budget_margin: int = 24
     gate_step_factor: float = 1.5
     seed: int = 0
@@ -364,19 +366,23 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     cache = work / "head_features.pt"
     # the episode limit is part of the key: a cache of fewer episodes must not stand in for a larger recipe
     key = {"data": data_id, "target": hashlib_of(work / "target_final" / "model.safetensors"),
-           "train_episodes": recipe.head_episodes}
+           "train_episodes": recipe.head_episodes, "extra_splits": list(recipe.head_extra_splits)}
     if cache.is_file() and torch.load(cache, weights_only=False)["key"] == key:
         eps = torch.load(cache, weights_only=False)
         train_eps, eval_eps = eps["train"], eps["val"]
     else:
         t0 = time.monotonic()
         train_eps = planner_feature_episodes(model, train_dir, spec, progress=True, limit=recipe.head_episodes)
+        for split in recipe.head_extra_splits:  # recovery demonstrations: labelled with the expert's own command
+            train_eps += planner_feature_episodes(model, os.path.join(os.path.dirname(train_dir), split), spec,
+                                                  progress=True)
         eval_eps = planner_feature_episodes(model, val_dir, spec, progress=True)
         torch.save({"key": key, "train": train_eps, "val": eval_eps}, cache)
         log(f"plan features of {len(train_eps)} + {len(eval_eps)} episodes in {time.monotonic() - t0:.0f} s")
     # what the heads saw and measured, written into the model directory's manifest
     summary: dict[str, Any] = {"conditioning": "target plan features (teacher-forced pass of the annotated response)",
-                               "episodes": {"train": len(train_eps), "val": len(eval_eps)}}
+                               "episodes": {"train": len(train_eps), "val": len(eval_eps)},
+                               "train_splits": ["train", *recipe.head_extra_splits]}
     e = train_eps[0]
     head_cfg = HeadConfig(action_dim=e.actions.shape[1], state_dim=e.states.shape[1], cond_width=e.cond.shape[2],
                           dt_s=e.dt_s, horizon=50, width=64, layers=2, heads=4, mlp_ratio=2, num_steps=10)

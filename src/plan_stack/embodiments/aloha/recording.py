@@ -8,6 +8,7 @@ would see them):
 |---|---|---|
 | /joint_states | sensor_msgs/msg/JointState (14 joints, joint units) | control rate (50 Hz) |
 | /action | sensor_msgs/msg/JointState (14 commanded positions, stack units: grippers 0..1) | control rate |
+| /expert_action | same: the expert's own command (without the push), recovery recordings only | control rate |
 | /cameras/<cam>/image_raw | sensor_msgs/msg/Image rgb8 | camera rate |
 | /cameras/<cam>/camera_info | sensor_msgs/msg/CameraInfo | camera rate |
 | /instruction | std_msgs/msg/String | once, at t=0 |
@@ -48,11 +49,13 @@ class AlohaRecordOptions(RecordOptions):
             raise ValueError(f"perturbation: a finite std >= 0 in rad, got {self.perturbation}")
 
 
-def topics_for(objects, cameras=tuple(CAMERAS)) -> dict[str, str]:
+def topics_for(objects, cameras=tuple(CAMERAS), perturbed: bool = False) -> dict[str, str]:
     """Every topic a recorded episode contains -> its message type."""
     t = {"/joint_states": "sensor_msgs/msg/JointState", "/action": "sensor_msgs/msg/JointState",
          "/instruction": "std_msgs/msg/String", "/subtask": "std_msgs/msg/String",
          "/ground_truth/reward": "std_msgs/msg/Int32"}
+    if perturbed:
+        t["/expert_action"] = "sensor_msgs/msg/JointState"
     for cam in cameras:
         t[f"/cameras/{cam}/image_raw"] = "sensor_msgs/msg/Image"
         t[f"/cameras/{cam}/camera_info"] = "sensor_msgs/msg/CameraInfo"
@@ -85,7 +88,7 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
     stack_commands = episode.commands + sum((p.offsets for p in pulses), np.zeros_like(episode.commands))
     sim = AlohaSim(task, offscreen_size=(options.width, options.height)) if sim is None else sim
     renderer = CameraRenderer(sim, options.width, options.height)
-    writer = BagWriter(bag_path, topics_for(sim.task.objects))
+    writer = BagWriter(bag_path, topics_for(sim.task.objects, perturbed=bool(pulses)))
     object_geoms = {name: np.flatnonzero(sim.model.geom_bodyid == sim.model.body(name).id) for name in sim.task.objects}
     cam_every = every_steps(options.dt_s, rate_hz=options.camera_rate_hz)
     key_every = every_steps(options.dt_s, period_s=options.keyframe_period_s)
@@ -120,6 +123,8 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
         for k in range(len(commands)):
             t_cmd = sim.time_s
             writer.write("/action", t_cmd, writer.joint_state(t_cmd, JOINT_NAMES, stack_commands[k]))
+            if pulses:  # what the expert asks for from here: the label a policy learns to recover with
+                writer.write("/expert_action", t_cmd, writer.joint_state(t_cmd, JOINT_NAMES, episode.commands[k]))
             sim.set_command(commands[k])
             sim.step(substeps)
             capture(k + 1, sim.time_s)
