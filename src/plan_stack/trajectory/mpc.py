@@ -376,6 +376,7 @@ class JointMpc:
         self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
         self._inset_cache: tuple[tuple[int, float], Limits, np.ndarray] | None = None
+        self._daqp_per_joint: dict[int, tuple[Limits, list]] = {}  # id(shape) -> (QP limits, model per joint)
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
         key = (n_steps, float(dt), bool(settle))
@@ -416,40 +417,67 @@ class JointMpc:
                      inset: np.ndarray):
         """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
         bounded), v, a and brake rows in physical units. Gradients and bounds of all these joints are
-        built in a few batched numpy operations; only the solves run per joint. Returns (jerks [N, n],
-        failed joint indices, iterations)."""
+        built in a few batched numpy operations, one contiguous row per joint (what DAQP reads without a
+        copy); only the update and the solve run per joint. Returns (jerks [N, n], failed joint indices,
+        iterations)."""
         N = sh.n
         c = self._brake[joints]
         free = sh.T_all @ x0[:, joints]  # [3N, n] states of zero jerk
         fv, fa = free[N:2 * N], free[2 * N:]
-        fb = fv + c * fa
         v, a, jm = lim.v_max[joints], lim.a_max[joints], lim.j_max[joints]
         has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
-        qhi = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
-        qlo = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
-        jb = np.broadcast_to(jm, (sh.nu, len(joints)))
-        hi_rows = np.concatenate([v - fv, a - fa, v - fb])  # [3N, n]
-        lo_rows = np.concatenate([-v - fv, -a - fa, -v - fb])
-        F = -(sh.hessian @ J[:, joints])  # [N, n]
-        out = np.empty((sh.nu, len(joints)))
+        n = len(joints)
+        # rows of every joint's upper bounds: jerks, q, v, a, brake ([n, nu + 4N]; the q block is skipped
+        # for joints without position limits)
+        nu = sh.nu
+        hi = np.empty((nu + 4 * N, n))
+        lo = np.empty_like(hi)
+        hi[:nu], lo[:nu] = jm, -jm
+        q0 = nu
+        hi[q0:q0 + N] = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
+        lo[q0:q0 + N] = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
+        r = q0 + N
+        hi[r:r + N], lo[r:r + N] = v - fv, -v - fv
+        r += N
+        hi[r:r + N], lo[r:r + N] = a - fa, -a - fa
+        r += N
+        fb = fv + c * fa
+        hi[r:], lo[r:] = v - fb, -v - fb
+        HI, LO = np.ascontiguousarray(hi.T), np.ascontiguousarray(lo.T)  # [n, rows]
+        F = -(J[:, joints].T @ sh.hessian)  # [n, N]: rows of -(H J) (H symmetric), contiguous
+        no_q = np.concatenate([np.arange(nu), np.arange(nu + N, hi.shape[0])])
+        out = np.empty((n, nu))
         failed: list[int] = []
         iters = 0
+        models = self._daqp_models(sh, lim)
         for k, d in enumerate(joints.tolist()):
-            model = self._daqp_model(sh, float(c[k]), bool(has_q[k]))
+            model = models[d]
             if has_q[k]:
-                hi = np.concatenate([jb[:, k], qhi[:, k], hi_rows[:, k]])
-                lo = np.concatenate([-jb[:, k], qlo[:, k], lo_rows[:, k]])
+                model.update(f=F[k], bupper=HI[k], blower=LO[k])
             else:
-                hi = np.concatenate([jb[:, k], hi_rows[:, k]])
-                lo = np.concatenate([-jb[:, k], lo_rows[:, k]])
-            model.update(f=F[:, k], bupper=hi, blower=lo)
+                model.update(f=F[k], bupper=HI[k, no_q], blower=LO[k, no_q])
             x, _, flag, info = model.solve()
-            iters += int(info["iterations"])
-            if flag != 1 or not np.all(np.isfinite(x)):
+            iters += info["iterations"]
+            if flag != 1:
                 failed.append(d)
                 x = J[:, d]
-            out[:, k] = x
-        return out, failed, iters
+            out[k] = x
+        bad = ~np.isfinite(out).all(axis=1)
+        if bad.any():  # a solve that reported success with NaN/inf in it: failed too
+            for k in np.flatnonzero(bad).tolist():
+                failed.append(int(joints[k]))
+                out[k] = J[:, joints[k]]
+        return out.T, failed, int(iters)
+
+    def _daqp_models(self, sh: _Shape, lim: Limits) -> list:
+        """The DAQP workspace of each joint (by brake coefficient and whether it has position rows) for these
+        QP limits and this shape: looked up once per (shape, limits), not per joint and call."""
+        cached = self._daqp_per_joint.get(id(sh))
+        if cached is None or cached[0] is not lim:
+            has_q = np.isfinite(lim.q_min) | np.isfinite(lim.q_max)
+            models = [self._daqp_model(sh, float(self._brake[d]), bool(has_q[d])) for d in range(lim.dof)]
+            cached = self._daqp_per_joint[id(sh)] = (lim, models)
+        return cached[1]
 
     def _inset(self, n_steps: int, dt: float, lim: Limits) -> np.ndarray:
         """`position_inset` of the QP's limits, cached per (N, dt, limits)."""
