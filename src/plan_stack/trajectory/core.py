@@ -419,7 +419,7 @@ class KnotSamples:
             self._raw = None
             self._p = P
             return
-        T = np.diff(times)
+        T = times[1:] - times[:-1]
         cols = _MODE_DATA[mode]
         Y = np.empty((len(cols), K, D))
         Y[0] = P[:-1]
@@ -436,7 +436,12 @@ class KnotSamples:
                 np.multiply(accelerations[1:], T2, out=Y[5])
         B = _hermite_basis(samples, mode, orders)
         self._raw = (B @ Y.reshape(len(cols), K * D)).reshape(orders, samples, K, D)  # T^k x derivative k
-        self._scale = (1.0 / T)[None, :] ** np.arange(orders)[:, None]  # [orders, K]: T^-k
+        scale = np.empty((orders, K))  # [orders, K]: T^-k
+        scale[0] = 1.0
+        np.divide(1.0, T, out=scale[1])
+        for k in range(2, orders):
+            np.multiply(scale[k - 1], scale[1], out=scale[k])
+        self._scale = scale
 
     def extremes(self) -> tuple[np.ndarray, np.ndarray]:
         """(min, max), each [orders, D], over every sample of every segment."""

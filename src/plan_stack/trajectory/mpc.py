@@ -320,16 +320,29 @@ def _osqp_active_set(res, n_steps: int) -> list[tuple[int, float]]:
     return out
 
 
-def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, inset: np.ndarray) -> np.ndarray:
-    """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition)."""
+def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, bounds: tuple) -> np.ndarray:
+    """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition).
+
+    `bounds` = (|v|, |a| bounds stacked [2N, D], lower and upper position bounds [N, D] (the inset applied;
+    None without position limits)), as `JointMpc._bounds` caches them."""
+    va, q_lo, q_hi = bounds
     v, a = S[n:2 * n], S[2 * n:]
-    bad = (np.maximum(np.abs(v), np.abs(v + c * a)) > lim.v_max).any(0)
-    bad |= (np.abs(a) > lim.a_max).any(0)
+    bad = (np.abs(S[n:]) > va).any(0)
+    bad |= (np.abs(v + c * a) > lim.v_max).any(0)
     bad |= (np.abs(J) > lim.j_max).any(0)
-    if lim.has_position_limits:
+    if q_lo is not None:
         q = S[:n]
-        bad |= ((q < lim.q_min + inset) | (q > lim.q_max - inset)).any(0)
+        bad |= ((q < q_lo) | (q > q_hi)).any(0)
     return bad
+
+
+def _bounds(n: int, lim: Limits, inset: np.ndarray):
+    """(|v| then |a| bounds [2N, D], position bounds moved inward by `inset` [N, D] or None): what `_violates`
+    compares the unconstrained solution with, built once per (N, limits)."""
+    va = np.concatenate([np.broadcast_to(lim.v_max, (n, lim.dof)), np.broadcast_to(lim.a_max, (n, lim.dof))])
+    if not lim.has_position_limits:
+        return va, None, None
+    return va, lim.q_min + inset, lim.q_max - inset
 
 
 class JointMpc:
@@ -375,7 +388,7 @@ class JointMpc:
         self._daqp: dict[tuple, daqp.Model] = {}
         self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
-        self._inset_cache: tuple[tuple[int, float], Limits, np.ndarray] | None = None
+        self._inset_cache: dict[tuple[int, float], tuple[Limits, np.ndarray, tuple]] = {}
         self._daqp_per_joint: dict[int, tuple[Limits, list]] = {}  # id(shape) -> (QP limits, model per joint)
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
@@ -479,13 +492,14 @@ class JointMpc:
             cached = self._daqp_per_joint[id(sh)] = (lim, models)
         return cached[1]
 
-    def _inset(self, n_steps: int, dt: float, lim: Limits) -> np.ndarray:
-        """`position_inset` of the QP's limits, cached per (N, dt, limits)."""
+    def _inset_and_bounds(self, n_steps: int, dt: float, lim: Limits):
+        """(`position_inset`, `_bounds`) of the QP's limits, cached per (N, dt, limits)."""
         key = (n_steps, float(dt))
-        cache = self._inset_cache
-        if cache is None or cache[0] != key or cache[1] is not lim:
-            cache = self._inset_cache = (key, lim, position_inset(n_steps, dt, lim))
-        return cache[2]
+        cache = self._inset_cache.get(key)
+        if cache is None or cache[0] is not lim:
+            inset = position_inset(n_steps, dt, lim)
+            cache = self._inset_cache[key] = (lim, inset, _bounds(n_steps, lim, inset))
+        return cache[1], cache[2]
 
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
@@ -507,8 +521,8 @@ class JointMpc:
         R = ref[1:]
         J = sh.Kx @ x0 + sh.Kr @ R  # [N, D]
         S = sh.Lx @ x0 + sh.Lr @ R  # [3N, D]
-        inset = self._inset(N, dt, lim)
-        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, inset))
+        inset, bounds = self._inset_and_bounds(N, dt, lim)
+        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, bounds))
         failed: list[int] = []
         iters = 0
         cap = self.active_set_max_iter or 10 * N
