@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     all_rows: list[dict] = []
     if args.suite in ("dds", "all"):
         rows = stitch_binding.run_dds(n_chunks=args.dds_chunks, seed=args.seed)
-        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:]})
+        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:-1]})
         all_rows += rows
         ok = all(r["received"] == r["chunks"] for r in rows)
         if args.suite == "dds":
