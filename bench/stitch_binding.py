@@ -558,16 +558,18 @@ class _patched:
         setattr(self.owner, self.name, self.saved)
 
 
-BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "chunks", "published", "refused", "fallbacks",
-                  "interpolation_rejects", "failed", "first_refusal"]
+BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "late_join_s", "chunks", "published", "refused",
+                  "accepted_late", "fallbacks", "interpolation_rejects", "failed", "first_refusal"]
 
 
-def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0), n_chunks=300) -> list[dict]:
+def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0), n_chunks=300,
+               late_joins_s=(0.1,)) -> list[dict]:
     """The stitcher and its bridge's decisions (`ArmBridge`, the bridge nodes' library) in one process, with
     the robot config's parameters: rough chunks every 0.10-0.12 s (off the output grid) from where the
     bridge's reference is, each trajectory published with the node's lead and accepted by the bridge up to
     `delay` after the chunk; the stitcher keeps stitching onto what the bridge executes (after a refusal, the
-    bridge's last accepted command). Counts the bridge's refusals (goal: 0)."""
+    bridge's last accepted command). Counts the bridge's refusals (goal: 0) and the commands it accepted late,
+    joined over `late_join_s` (each value in `late_joins_s` is a row; 0: late commands refused as they are)."""
     import dataclasses
 
     from plan_stack.config import field_kinds, from_mapping
@@ -592,44 +594,46 @@ def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30
         blim = blim.subset([blim.joint_names.index(n) for n in names])
         lo = np.asarray(cfg.q_min, float) if len(cfg.q_min) == D else blim.q_min
         hi = np.asarray(cfg.q_max, float) if len(cfg.q_max) == D else blim.q_max
-        for seed in seeds:
-            for delay_ms in delays_ms:
-                rng = np.random.default_rng(seed)
-                st = Stitcher(cfg, lead_s=lead)
-                st.prepare(50)
-                br = ArmBridge(names, blim, ArmBridgeSettings(0.5, float(bnode.parameters.get("jump_tolerance", 0.02)),
-                                                              1.0, 0.05, 0.8, 1.0, cfg.command_latency_s),
-                               np.ones(D, bool), np.full(D, np.inf))
-                br.on_joint_state(np.clip(rng.uniform(-0.5, 0.5, D), lo, hi), 0.0)
-                now, last_cmd = 0.0, None
-                row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, chunks=n_chunks, published=0,
-                           refused=0, fallbacks=0, interpolation_rejects=0, failed=0, first_refusal="")
-                for _ in range(n_chunks):
-                    now += 0.1 + rng.uniform(0.0, DT)
-                    assert br.follower is not None
-                    here = br.follower.peek(now)
-                    v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
-                    ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
-                    ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
-                    start = br.follower.peek(now + cfg.command_latency_s)
-                    measured = None if st.active is not None and now <= st.active.end_s else \
-                        (start.positions, start.velocities, start.accelerations)
-                    res = st.process(Chunk(now, names, DT, np.clip(ref, lo, hi)), now, measured)
-                    row["interpolation_rejects"] += res.interpolation_rejects
-                    if res.trajectory is None:
-                        row["failed"] += 1
-                        continue
-                    row["fallbacks"] += res.status is StitchStatus.FALLBACK
-                    tr = res.trajectory
-                    msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
-                                              dt_s=None)
-                    acc = br.accept(msg, now + rng.uniform(0.0, delay_ms * 1e-3))
-                    row["published"] += 1
-                    if acc.verdict.ok:
-                        last_cmd = acc.command
-                    else:
-                        row["refused"] += 1
-                        row["first_refusal"] = row["first_refusal"] or acc.verdict.message
-                        st.adopt(last_cmd)  # stitch onto what the bridge executes
-                rows.append(row)
+        for seed, delay_ms, late_join in ((a, b, c) for a in seeds for b in delays_ms for c in late_joins_s):
+            rng = np.random.default_rng(seed)
+            st = Stitcher(cfg, lead_s=lead)
+            st.prepare(50)
+            br = ArmBridge(names, blim, ArmBridgeSettings(0.5, float(bnode.parameters.get("jump_tolerance", 0.02)),
+                                                          1.0, 0.05, 0.8, 1.0, cfg.command_latency_s,
+                                                          late_join_s=late_join),
+                           np.ones(D, bool), np.full(D, np.inf))
+            br.on_joint_state(np.clip(rng.uniform(-0.5, 0.5, D), lo, hi), 0.0)
+            now, last_cmd = 0.0, None
+            row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, late_join_s=late_join,
+                       chunks=n_chunks, published=0, refused=0, accepted_late=0, fallbacks=0,
+                       interpolation_rejects=0, failed=0, first_refusal="")
+            for _ in range(n_chunks):
+                now += 0.1 + rng.uniform(0.0, DT)
+                assert br.follower is not None
+                here = br.follower.peek(now)
+                v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
+                ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
+                ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
+                start = br.follower.peek(now + cfg.command_latency_s)
+                measured = None if st.active is not None and now <= st.active.end_s else \
+                    (start.positions, start.velocities, start.accelerations)
+                res = st.process(Chunk(now, names, DT, np.clip(ref, lo, hi)), now, measured)
+                row["interpolation_rejects"] += res.interpolation_rejects
+                if res.trajectory is None:
+                    row["failed"] += 1
+                    continue
+                row["fallbacks"] += res.status is StitchStatus.FALLBACK
+                tr = res.trajectory
+                msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
+                                          dt_s=None)
+                acc = br.accept(msg, now + rng.uniform(0.0, delay_ms * 1e-3))
+                row["published"] += 1
+                if acc.verdict.ok:
+                    last_cmd = acc.command
+                    row["accepted_late"] += bool(acc.verdict.message)
+                else:
+                    row["refused"] += 1
+                    row["first_refusal"] = row["first_refusal"] or acc.verdict.message
+                    st.adopt(last_cmd)  # stitch onto what the bridge executes
+            rows.append(row)
     return rows

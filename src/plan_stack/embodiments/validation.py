@@ -65,6 +65,8 @@ class Verdict:
     ok: bool
     error_code: ResultCode = ResultCode.SUCCESSFUL
     message: str = ""
+    #: the refusal concerns the interpolated curve only: names, numbers, timing and every point passed
+    curve: bool = False
 
 
 _OK = Verdict(True)
@@ -221,7 +223,8 @@ def check_trajectory(
         q_s = curve.dense(0)
         j = int(np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))[0][1])
         return Verdict(False, INVALID_GOAL,
-                       f"positions: the interpolated {mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected[j]}")
+                       f"positions: the interpolated {mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected[j]}",
+                       curve=True)
     checks: list[tuple[str, int, np.ndarray]] = [("velocity", 1, limits.v_max)]
     if mode != "linear":
         checks.append(("acceleration", 2, limits.a_max))
@@ -237,7 +240,7 @@ def check_trajectory(
         peak = float(arr[:, j].max())
         return Verdict(False, INVALID_GOAL,
                        f"{label}: the interpolated {mode} curve reaches {peak:.6g} on {expected[j]}, "
-                       f"above the limit {lim[j]:.6g}")
+                       f"above the limit {lim[j]:.6g}", curve=True)
     return _OK
 
 
