@@ -6,8 +6,6 @@ simulated controllers read with it. Times go through `plan_stack.stamps`
 """
 from __future__ import annotations
 
-import array
-
 import numpy as np
 from builtin_interfaces.msg import Duration
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -64,15 +62,17 @@ def trajectory_to_msg(traj: Trajectory, epoch_ns: int = 0, frame_id: str = "", l
     msg.header.stamp = ns_to_stamp(epoch_ns + s_to_ns(traj.stamp_s) - lead_ns)
     msg.header.frame_id = frame_id
     msg.joint_names = list(traj.joint_names)
-    # Each point's arrays as array.array('d') from the rows' bytes: the message's own type, which its setters
-    # take without checking every value (a list costs ten times more: 0.7 ms for 50 points of 14 joints).
-    given = [(field, np.ascontiguousarray(x, dtype=float)) for field, x in
-             (("positions", traj.positions), ("velocities", traj.velocities), ("accelerations", traj.accelerations))
-             if x is not None]
+    P = traj.positions.tolist()
+    V = None if traj.velocities is None else traj.velocities.tolist()
+    A = None if traj.accelerations is None else traj.accelerations.tolist()
     points = []
     for i, t in enumerate(traj.times_s.tolist()):
         sec, nanosec = divmod(lead_ns + s_to_ns(t), NS_PER_S)
-        values = {field: array.array("d", rows[i].tobytes()) for field, rows in given}
-        points.append(JointTrajectoryPoint(time_from_start=Duration(sec=sec, nanosec=nanosec), **values))
+        p = JointTrajectoryPoint(positions=P[i], time_from_start=Duration(sec=sec, nanosec=nanosec))
+        if V is not None:
+            p.velocities = V[i]
+        if A is not None:
+            p.accelerations = A[i]
+        points.append(p)
     msg.points = points
     return msg
