@@ -172,10 +172,10 @@ def main(argv=None) -> int:
     rows = [pair.row() for pair in pairs]
     for r in rows:
         r["baseline"] = commit
-    print(f"baseline {args.baseline} ({commit}) vs the working tree; x_* = baseline / new")
     fmt = {k: ".3f" for k in ("base_median_ms", "new_median_ms", "base_min_ms", "new_min_ms", "constrained_frac")}
     fmt.update({"x_median": ".2f", "x_min": ".2f", "max_sample_diff": ".1e"})
     report(rows, COLUMNS, "", fmt)
+    print(f"baseline {args.baseline} ({commit}) vs the working tree; x_* = baseline / new")
     if args.json:
         write_json(rows, args.json)
     return 0 if all(r["violations"] == 0 and r["verdicts_differ"] == 0 for r in rows) else 1
