@@ -390,12 +390,12 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     from sensor_msgs.msg import JointState
     from trajectory_msgs.msg import JointTrajectory
 
+    from plan_stack.config import field_kinds
     from plan_stack.msg import ActionChunk
     from plan_stack.robot_config import load_robot_config
     from plan_stack.ros.lifecycle import executor_for
     from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import ros_context
-    from plan_stack.config import field_kinds
     from plan_stack.trajectory.stitcher_node import StitcherNode, trajectory_to_msg
     from plan_stack.trajectory.stitching import discrete_bounds, joint_columns, limits_from_config
 
@@ -489,7 +489,7 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
         for _ in range(20):
             js.publish(JointState(name=list(names), position=q_js.tolist(), velocity=[0.0] * len(names)))
             time.sleep(0.01)
-        for i in range(n_chunks):
+        for _ in range(n_chunks):
             chunk, _, measured = src.next()
             node.stitcher.reset()  # every chunk from the measured state: a fresh rough solve each time
             msg = ActionChunk()

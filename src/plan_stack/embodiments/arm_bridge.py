@@ -231,12 +231,13 @@ class ArmBridge:
         order = [self.names.index(n) for n in traj.joint_names]  # the reference in the command's joint order
         here = [initial.positions, initial.velocities, initial.accelerations]
 
-        def rows(arr: np.ndarray | None, k: int) -> np.ndarray | None:
-            return None if arr is None else np.vstack([np.asarray(here[k], float)[order][None], arr[first:]])
+        def rows(arr: np.ndarray, k: int) -> np.ndarray:
+            return np.vstack([np.asarray(here[k], float)[order][None], arr[first:]])
 
         trimmed = Trajectory(traj.joint_names, traj.stamp_s,
-                             np.concatenate([[now_s - start], traj.times_s[first:]]),
-                             rows(traj.positions, 0), rows(traj.velocities, 1), rows(traj.accelerations, 2))
+                             np.concatenate([[now_s - start], traj.times_s[first:]]), rows(traj.positions, 0),
+                             None if traj.velocities is None else rows(traj.velocities, 1),
+                             None if traj.accelerations is None else rows(traj.accelerations, 2))
         verdict = check_trajectory(trimmed, self.names, self.limits, now_s, initial,
                                    jump_tolerance=self.settings.jump_tolerance)
         if not verdict.ok:
