@@ -172,6 +172,10 @@ def main(argv=None) -> int:
     p.add_argument("--dds-chunks", type=int, default=100, help="chunks sent over DDS (suite dds)")
     p.add_argument("--bridge-chunks", type=int, default=300,
                    help="chunks per robot, seed and delay stitched and handed to the bridge (suite bridge)")
+    p.add_argument("--bridge-delays-ms", type=float, nargs="+", default=[0.0, 5.0, 30.0, 90.0],
+                   help="largest delivery delay of a trajectory to the bridge, one row each (suite bridge)")
+    p.add_argument("--late-join-s", type=float, nargs="+", default=[0.1],
+                   help="the bridge's late_join_s, one row each (0: late commands refused as they are)")
     p.add_argument("--workloads", nargs="+", default=list(stitch_binding.WORKLOADS),
                    choices=list(stitch_binding.WORKLOADS))
     p.add_argument("--binding-backends", nargs="+", default=list(stitch_binding.BACKENDS),
@@ -182,7 +186,7 @@ def main(argv=None) -> int:
     all_rows: list[dict] = []
     if args.suite in ("dds", "all"):
         rows = stitch_binding.run_dds(n_chunks=args.dds_chunks, seed=args.seed)
-        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:]})
+        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:-1]})
         all_rows += rows
         ok = all(r["received"] == r["chunks"] for r in rows)
         if args.suite == "dds":
@@ -191,7 +195,8 @@ def main(argv=None) -> int:
             return 0 if ok else 1
         print()
     if args.suite in ("bridge", "all"):
-        rows = stitch_binding.run_bridge(n_chunks=args.bridge_chunks)
+        rows = stitch_binding.run_bridge(n_chunks=args.bridge_chunks, delays_ms=tuple(args.bridge_delays_ms),
+                                         late_joins_s=tuple(args.late_join_s))
         report(rows, stitch_binding.BRIDGE_COLUMNS, "", {"delay_max_ms": ".0f"})
         all_rows += rows
         ok = all(r["refused"] == 0 and r["failed"] == 0 for r in rows)

@@ -373,7 +373,8 @@ def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> l
 
 
 DDS_COLUMNS = ["suite", "workload", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "solve_p50_ms",
-               "convert_p50_ms", "convert_share"]
+               "convert_p50_ms", "convert_share", "to_callback_p50_ms", "callback_to_publish_p50_ms",
+               "publish_to_receipt_p50_ms", "publish_to_return_p50_ms", "publish_call_p50_ms", "generators"]
 
 
 def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[dict]:
@@ -389,43 +390,76 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     from sensor_msgs.msg import JointState
     from trajectory_msgs.msg import JointTrajectory
 
+    from plan_stack.config import field_kinds
     from plan_stack.msg import ActionChunk
     from plan_stack.robot_config import load_robot_config
     from plan_stack.ros.lifecycle import executor_for
     from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import ros_context
     from plan_stack.trajectory.stitcher_node import StitcherNode, trajectory_to_msg
+    from plan_stack.trajectory.stitching import discrete_bounds, joint_columns, limits_from_config
 
     spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
     params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}
     names = tuple(params["joint_names"])
     discrete = np.array([n in params.get("discrete_joints", []) for n in names])
     src = ChunkSource("rough", len(names), 50, seed, {k: params[k] for k in ("v_max", "a_max")}, discrete)
+    # The stitcher's own position range (the bridge's moved inward by the LimitRule margin): a measured start
+    # outside it is an infeasible start (braked, the chunk ignored), not the binding solve this bench times.
+    known = field_kinds(StitcherConfig)
+    cfg = StitcherConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in known})
+    own, _ = limits_from_config(cfg)
+    cidx, didx = joint_columns(cfg)
     q_lo, q_hi = np.full(len(names), -np.inf), np.full(len(names), np.inf)
-    if params.get("q_min"):
-        cols = slice(None) if len(params["q_min"]) == len(names) else ~discrete
-        q_lo[cols], q_hi[cols] = params["q_min"], params["q_max"]
+    q_lo[cidx], q_hi[cidx] = own.q_min, own.q_max
+    q_lo[didx], q_hi[didx] = discrete_bounds(cfg)
     sent: list[float] = []
     got: list[float] = []
     conv_in: list[float] = []
     conv_out: list[float] = []
-    with ros_context() as ctx:
+    entered: list[float] = []  # the chunk callback starts
+    published: list[float] = []  # the stitcher's publish call returns
+    returned: list[float] = []  # the chunk callback returns (diagnostics done)
+    publish_call: list[float] = []  # rclpy's publish call (the message's conversion to C and the DDS write), ms
+    on_chunk = StitcherNode._on_chunk
+
+    def timed_callback(self, msg):  # the callback as the subscription calls it (bound at node creation)
+        entered.append(time.perf_counter())
+        on_chunk(self, msg)
+        returned.append(time.perf_counter())
+
+    with ros_context() as ctx, _patched(StitcherNode, "_on_chunk", timed_callback):
         node = StitcherNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        pub_call = node.pub.publish
+
+        def timed_publish(m):
+            t0 = time.perf_counter()
+            pub_call(m)
+            published.append(time.perf_counter())
+            publish_call.append((published[-1] - t0) * 1e3)
+
+        node.pub.publish = timed_publish
         peer = rclpy.create_node("dds_bench_peer", context=ctx)
         pub = peer.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
         js = peer.create_publisher(JointState, "joint_states", SENSOR_QOS)
-        peer.create_subscription(JointTrajectory, "trajectory", lambda m: got.append(time.perf_counter()),
-                                 RELIABLE_QOS)
+        arrived = threading.Event()  # the main thread blocks on it (polling would take the GIL every wake-up)
+
+        def on_trajectory(m) -> None:
+            got.append(time.perf_counter())
+            arrived.set()
+
+        peer.create_subscription(JointTrajectory, "trajectory", on_trajectory, RELIABLE_QOS)
         solve_ms: list[float] = []
+        generators: dict[str, int] = {}  # which generator made the trajectories (mpc: the binding solve timed)
         orig = node.stitcher.process
+        emitted: list = []
 
         def timed(*a, **k):
             r = orig(*a, **k)
             solve_ms.append(r.solve_ms)
-            if r.trajectory is not None:
-                t0 = time.perf_counter()
-                trajectory_to_msg(r.trajectory, node._epoch_ns)
-                conv_out.append((time.perf_counter() - t0) * 1e3)
+            generators[r.generator or "failed"] = generators.get(r.generator or "failed", 0) + 1
+            if r.trajectory is not None:  # converted again after the run: not in the latency measured here
+                emitted.append((r.trajectory, r.lead_s))
             return r
 
         node.stitcher.process = timed
@@ -449,10 +483,13 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
             time.sleep(0.05)
         chunk, _, measured = src.next()
         q0 = np.minimum(np.maximum(measured[0], q_lo), q_hi)  # a measured state inside the robot's range
+        q_js = q0  # joint_states units (e.g. gripper metres): the node maps them by state_scale / state_offset
+        if params.get("state_scale"):
+            q_js = q0 / np.asarray(params["state_scale"], float) + np.asarray(params["state_offset"], float)
         for _ in range(20):
-            js.publish(JointState(name=list(names), position=q0.tolist(), velocity=[0.0] * len(names)))
+            js.publish(JointState(name=list(names), position=q_js.tolist(), velocity=[0.0] * len(names)))
             time.sleep(0.01)
-        for i in range(n_chunks):
+        for _ in range(n_chunks):
             chunk, _, measured = src.next()
             node.stitcher.reset()  # every chunk from the measured state: a fresh rough solve each time
             msg = ActionChunk()
@@ -468,12 +505,11 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
             c0 = time.perf_counter()
             Chunk.from_flat(0.0, msg.joint_names, msg.dt, msg.horizon, msg.positions)
             conv_in.append((time.perf_counter() - c0) * 1e3)
+            arrived.clear()
             t0 = time.perf_counter()
             pub.publish(msg)
             sent.append(t0)
-            deadline = time.time() + 2.0
-            while len(got) <= i and time.time() < deadline:
-                time.sleep(0.0005)
+            arrived.wait(2.0)
             time.sleep(max(0.0, 1.0 / rate_hz - (time.perf_counter() - t0)))
         for n, ex in zip((node, peer), executors):
             ex.remove_node(n)
@@ -483,26 +519,57 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
         peer.destroy_node()
         node.close()
         node.destroy_node()
+    for traj, lead_s in emitted:  # the node's conversion, timed on the same trajectories after the run
+        t0 = time.perf_counter()
+        trajectory_to_msg(traj, 0, lead_s=lead_s)
+        conv_out.append((time.perf_counter() - t0) * 1e3)
     lat = np.array([g - s for s, g in zip(sent, got)]) * 1e3
     convert_p50 = float(np.median(conv_in) + np.median(conv_out)) if conv_out else float("nan")
     p50 = float(np.percentile(lat, 50)) if len(lat) else float("nan")
     pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: float("nan"))
+    n = min(len(sent), len(entered), len(published), len(returned), len(got))
+
+    def med(a, b) -> float:  # median of b - a over the chunks (ms)
+        return float(np.median((np.asarray(b[:n]) - np.asarray(a[:n])) * 1e3)) if n else float("nan")
+
     return [{"suite": "dds", "workload": "rough", "dof": len(names), "chunks": n_chunks, "received": len(lat),
              "p50_ms": p50, "p95_ms": pct(95), "p99_ms": pct(99),
              "solve_p50_ms": float(np.median(solve_ms)) if solve_ms else float("nan"),
-             "convert_p50_ms": convert_p50, "convert_share": convert_p50 / p50 if p50 else float("nan")}]
+             "convert_p50_ms": convert_p50, "convert_share": convert_p50 / p50 if p50 else float("nan"),
+             "to_callback_p50_ms": med(sent, entered), "callback_to_publish_p50_ms": med(entered, published),
+             "publish_to_receipt_p50_ms": med(published, got), "publish_to_return_p50_ms": med(published, returned),
+             "publish_call_p50_ms": float(np.median(publish_call)) if publish_call else float("nan"),
+             "generators": " ".join(f"{k}:{v}" for k, v in sorted(generators.items()))}]
 
 
-BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "chunks", "published", "refused", "fallbacks",
-                  "interpolation_rejects", "failed", "first_refusal"]
+class _patched:
+    """Set `owner.name = value` for the duration of a with block (a class attribute: a bound method that a
+    node registers as a callback at creation)."""
+
+    def __init__(self, owner, name: str, value) -> None:
+        self.owner, self.name, self.value = owner, name, value
+
+    def __enter__(self):
+        self.saved = self.owner.__dict__[self.name]
+        setattr(self.owner, self.name, self.value)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        setattr(self.owner, self.name, self.saved)
 
 
-def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0), n_chunks=300) -> list[dict]:
+BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "late_join_s", "chunks", "published", "refused",
+                  "accepted_late", "fallbacks", "interpolation_rejects", "failed", "first_refusal"]
+
+
+def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0), n_chunks=300,
+               late_joins_s=(0.1,)) -> list[dict]:
     """The stitcher and its bridge's decisions (`ArmBridge`, the bridge nodes' library) in one process, with
     the robot config's parameters: rough chunks every 0.10-0.12 s (off the output grid) from where the
     bridge's reference is, each trajectory published with the node's lead and accepted by the bridge up to
     `delay` after the chunk; the stitcher keeps stitching onto what the bridge executes (after a refusal, the
-    bridge's last accepted command). Counts the bridge's refusals (goal: 0)."""
+    bridge's last accepted command). Counts the bridge's refusals (goal: 0) and the commands it accepted late,
+    joined over `late_join_s` (each value in `late_joins_s` is a row; 0: late commands refused as they are)."""
     import dataclasses
 
     from plan_stack.config import field_kinds, from_mapping
@@ -527,44 +594,46 @@ def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30
         blim = blim.subset([blim.joint_names.index(n) for n in names])
         lo = np.asarray(cfg.q_min, float) if len(cfg.q_min) == D else blim.q_min
         hi = np.asarray(cfg.q_max, float) if len(cfg.q_max) == D else blim.q_max
-        for seed in seeds:
-            for delay_ms in delays_ms:
-                rng = np.random.default_rng(seed)
-                st = Stitcher(cfg, lead_s=lead)
-                st.prepare(50)
-                br = ArmBridge(names, blim, ArmBridgeSettings(0.5, float(bnode.parameters.get("jump_tolerance", 0.02)),
-                                                              1.0, 0.05, 0.8, 1.0, cfg.command_latency_s),
-                               np.ones(D, bool), np.full(D, np.inf))
-                br.on_joint_state(np.clip(rng.uniform(-0.5, 0.5, D), lo, hi), 0.0)
-                now, last_cmd = 0.0, None
-                row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, chunks=n_chunks, published=0,
-                           refused=0, fallbacks=0, interpolation_rejects=0, failed=0, first_refusal="")
-                for _ in range(n_chunks):
-                    now += 0.1 + rng.uniform(0.0, DT)
-                    assert br.follower is not None
-                    here = br.follower.peek(now)
-                    v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
-                    ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
-                    ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
-                    start = br.follower.peek(now + cfg.command_latency_s)
-                    measured = None if st.active is not None and now <= st.active.end_s else \
-                        (start.positions, start.velocities, start.accelerations)
-                    res = st.process(Chunk(now, names, DT, np.clip(ref, lo, hi)), now, measured)
-                    row["interpolation_rejects"] += res.interpolation_rejects
-                    if res.trajectory is None:
-                        row["failed"] += 1
-                        continue
-                    row["fallbacks"] += res.status is StitchStatus.FALLBACK
-                    tr = res.trajectory
-                    msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
-                                              dt_s=None)
-                    acc = br.accept(msg, now + rng.uniform(0.0, delay_ms * 1e-3))
-                    row["published"] += 1
-                    if acc.verdict.ok:
-                        last_cmd = acc.command
-                    else:
-                        row["refused"] += 1
-                        row["first_refusal"] = row["first_refusal"] or acc.verdict.message
-                        st.adopt(last_cmd)  # stitch onto what the bridge executes
-                rows.append(row)
+        for seed, delay_ms, late_join in ((a, b, c) for a in seeds for b in delays_ms for c in late_joins_s):
+            rng = np.random.default_rng(seed)
+            st = Stitcher(cfg, lead_s=lead)
+            st.prepare(50)
+            br = ArmBridge(names, blim, ArmBridgeSettings(0.5, float(bnode.parameters.get("jump_tolerance", 0.02)),
+                                                          1.0, 0.05, 0.8, 1.0, cfg.command_latency_s,
+                                                          late_join_s=late_join),
+                           np.ones(D, bool), np.full(D, np.inf))
+            br.on_joint_state(np.clip(rng.uniform(-0.5, 0.5, D), lo, hi), 0.0)
+            now, last_cmd = 0.0, None
+            row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, late_join_s=late_join,
+                       chunks=n_chunks, published=0, refused=0, accepted_late=0, fallbacks=0,
+                       interpolation_rejects=0, failed=0, first_refusal="")
+            for _ in range(n_chunks):
+                now += 0.1 + rng.uniform(0.0, DT)
+                assert br.follower is not None
+                here = br.follower.peek(now)
+                v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
+                ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
+                ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
+                start = br.follower.peek(now + cfg.command_latency_s)
+                measured = None if st.active is not None and now <= st.active.end_s else \
+                    (start.positions, start.velocities, start.accelerations)
+                res = st.process(Chunk(now, names, DT, np.clip(ref, lo, hi)), now, measured)
+                row["interpolation_rejects"] += res.interpolation_rejects
+                if res.trajectory is None:
+                    row["failed"] += 1
+                    continue
+                row["fallbacks"] += res.status is StitchStatus.FALLBACK
+                tr = res.trajectory
+                msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
+                                          dt_s=None)
+                acc = br.accept(msg, now + rng.uniform(0.0, delay_ms * 1e-3))
+                row["published"] += 1
+                if acc.verdict.ok:
+                    last_cmd = acc.command
+                    row["accepted_late"] += bool(acc.verdict.message)
+                else:
+                    row["refused"] += 1
+                    row["first_refusal"] = row["first_refusal"] or acc.verdict.message
+                    st.adopt(last_cmd)  # stitch onto what the bridge executes
+            rows.append(row)
     return rows

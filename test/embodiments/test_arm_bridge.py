@@ -199,3 +199,56 @@ def test_an_early_message_is_checked_from_the_reference_at_its_stamp():
     # the arm then follows the continuation without a jump at the stamp
     before, after = b.reference(stamp - 1e-3).positions, b.reference(stamp + 1e-3).positions
     assert np.max(np.abs(after - before)) < 0.01
+
+
+def _ramp(stamp: float) -> Trajectory:
+    """From rest at `stamp`: 2 units/s² for 0.4 s, then 0.8 units/s (joint b mirrored), a point every 20 ms."""
+    t = np.arange(0.0, 1.0, 0.02)
+    q = np.where(t < 0.4, t ** 2, 0.16 + 0.8 * (t - 0.4))
+    v = np.where(t < 0.4, 2 * t, 0.8)
+    a = np.where(t < 0.4, 2.0, 0.0)
+    return Trajectory(NAMES, stamp, t, np.stack([q, -q], 1), np.stack([v, -v], 1), np.stack([a, -a], 1))
+
+
+def test_a_late_command_joins_over_late_join_s_when_that_passes_the_check():
+    """Delivered 5 ms after its first point was due, the join from the present reference to the next point
+    (15 ms away) is too sharp: refused as it is; with late_join_s the points due within it are dropped, the
+    join over 0.115 s passes every limit, and what is sent and followed is that trimmed command."""
+    late = _ramp(stamp=1.0)
+    plain = _bridge().accept(late, 1.005)
+    assert not plain.verdict.ok and plain.verdict.error_code == INVALID_GOAL and plain.verdict.curve
+    assert "interpolated" in plain.verdict.message
+    bridge = _bridge(ArmBridgeSettings(**{**SETTINGS.__dict__, "late_join_s": 0.1}))
+    acc = bridge.accept(late, 1.005)
+    assert acc.verdict.ok and acc.verdict.error_code == SUCCESSFUL and "late by 0.005 s" in acc.verdict.message
+    cmd = acc.command
+    assert cmd is not None and cmd.stamp_s == 1.0 and len(cmd.times_s) == len(late.times_s) - 6 + 1
+    # first the present reference (at rest at 0) due now, so the command says which curve runs from now on;
+    # then the points after the join, unchanged
+    assert cmd.times_s[:2] == pytest.approx([0.005, 0.12]) and not cmd.positions[0].any()
+    assert not cmd.velocities[0].any() and np.array_equal(cmd.positions[1:], late.positions[6:])
+    # the reference the bridge now follows stays inside the limits (finite differences of dense samples)
+    ts = np.arange(1.005, 2.0, 0.001)
+    refs = [bridge.reference(t) for t in ts]
+    v = np.array([r.velocities for r in refs])
+    a = np.array([r.accelerations for r in refs])
+    assert np.abs(v).max() <= 1.0 * (1 + 1e-6) and np.abs(a).max() <= 4.0 * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("now, words", [(1.03, "acceleration"), (1.11, "velocity")])
+def test_a_late_command_still_refused_when_no_join_within_the_limits_exists(now, words):
+    """Too late to reach within the limits even over late_join_s: the original refusal stands, nothing sent."""
+    bridge = _bridge(ArmBridgeSettings(**{**SETTINGS.__dict__, "late_join_s": 0.1}))
+    acc = bridge.accept(_ramp(stamp=1.0), now)
+    assert not acc.verdict.ok and words in acc.verdict.message and acc.command is None
+    assert bridge.follower is not None and bridge.follower.holding
+
+
+def test_a_late_command_with_a_bad_point_in_its_past_is_refused_not_trimmed():
+    """Only a refusal of the curve is retried: a non-finite value (even in a point already due) stays a refusal."""
+    late = _ramp(stamp=1.0)
+    pos = late.positions.copy()
+    pos[0, 0] = np.nan
+    bad = Trajectory(NAMES, 1.0, late.times_s, pos, late.velocities, late.accelerations)
+    acc = _bridge(ArmBridgeSettings(**{**SETTINGS.__dict__, "late_join_s": 0.1})).accept(bad, 1.005)
+    assert not acc.verdict.ok and "non-finite" in acc.verdict.message and not acc.verdict.curve

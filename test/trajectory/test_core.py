@@ -221,3 +221,26 @@ def test_dense_extremes_are_those_of_the_dense_samples(mode):
     lo, hi = spline.dense_extremes(16)
     np.testing.assert_allclose(lo, [q.min(0), v.min(0), a.min(0)], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(hi, [q.max(0), v.max(0), a.max(0)], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["quintic", "cubic", "linear"])
+def test_knot_samples_are_the_spline_s_dense_samples(mode):
+    """KnotSamples (one product from the knots) lays out the same samples as Spline.dense / dense_jerk (per-
+    segment coefficients), in the same order, with the same extremes, also with a short first segment."""
+    from plan_stack.trajectory.core import KnotSamples, Spline
+
+    rng = np.random.default_rng(4)
+    t = np.concatenate([[0.0], 0.013 + 0.02 * np.arange(30)])
+    P, V, A = rng.normal(size=(3, 31, 5))
+    V = None if mode == "linear" else V
+    A = A if mode == "quintic" else None
+    spline = Spline(t, P, V, A, mode)
+    curve = KnotSamples(t, P, V, A, mode, 16, orders=4)
+    for k, want in enumerate([*spline.dense(16), spline.dense_jerk(16)]):
+        if mode == "linear" and k > 1:
+            continue  # a linear spline's dense() reports zero acceleration rows of another shape
+        np.testing.assert_allclose(curve.dense(k), want, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(want).max()))
+    lo, hi = curve.extremes()
+    assert np.array_equal(lo[1], curve.dense(1).min(axis=0)) and np.array_equal(hi[0], curve.dense(0).max(axis=0))
+    one = KnotSamples(t[:1], P[:1], None, None, "linear", 16)
+    assert np.array_equal(one.extremes()[0][0], P[0]) and not one.extremes()[1][1:].any()

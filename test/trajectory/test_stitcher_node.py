@@ -399,3 +399,26 @@ def test_after_the_bridge_reported_ours_a_later_hold_is_stitched_onto_without_a_
             assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
             np.testing.assert_allclose(peer.trajs[1].points[0].positions, stop_at, atol=1e-12)
             assert node.counts["reanchored"] == 0
+
+
+def test_ok_outcomes_are_reported_once_a_period_and_the_latest_always_arrives():
+    """A burst of chunks faster than diagnostics_period_s: OK outcomes are not built per chunk, but the counts of
+    the last one reach /diagnostics within a period (the flush timer), with no chunk after it."""
+    with ros_context() as ctx:
+        node = _node(ctx, diagnostics_period_s=0.5, reanchor_tolerance=0.0)
+        peer = _Peer(context=ctx)
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0, 20.0)
+            ref = _reference()
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            for k in range(1, 4):
+                peer.chunks.publish(peer.chunk(ref))
+                assert spin_until(ex, lambda k=k: len(peer.trajs) == k, 15.0)
+            assert node.counts["published"] == 3
+
+            def published(s) -> int:
+                return next((int(kv.value) for kv in s.values if kv.key == "published"), -1)
+
+            assert spin_until(ex, lambda: any(s.name == "stitcher: solve" and published(s) == 3 for s in peer.diags),
+                              10.0)

@@ -68,6 +68,10 @@ class ArmBridgeSettings:
     stop_lead_s: float = 0.0
     #: tracking error against the reference at the measurement's stamp (True) or at the present (False)
     track_at_measurement_stamp: bool = True
+    #: a late command (its first point already due) whose curve fails the check only because the join from the
+    #: present reference to its next point is too short is accepted without its points due within this long
+    #: (s) from now, when the curve joined that way passes the same check (0: refused as it is)
+    late_join_s: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,11 +204,48 @@ class ArmBridge:
                                       f"max_start_delay_s {limit} s ahead (a wrong clock or stamp?)"))
         verdict = check_trajectory(traj, self.names, self.limits, now_s, initial,
                                    jump_tolerance=self.settings.jump_tolerance)
+        if not verdict.ok and verdict.curve:
+            traj, verdict = self._late_joined(traj, now_s, initial, verdict)
         if not verdict.ok:
             return Acceptance(verdict)
         command = dataclasses.replace(traj.reordered(self.names), stamp_s=traj.start_s(now_s))
         self._send(self.follower, command, now_s)
         return Acceptance(verdict, self.seq, command.stamp_s + float(command.times_s[-1]), command)
+
+    def _late_joined(self, traj: Trajectory, now_s: float, initial: Reference, refusal: Verdict
+                     ) -> tuple[Trajectory, Verdict]:
+        """A late command (delivered after its first point was due: the generator's lead was eaten by
+        transport or a loaded machine) joins the present reference to its next point over what is left, which
+        can be a few ms: a sharp curve the check refuses although the rest of the command is fine. Dropping the
+        points due within `late_join_s` joins over at least that long instead, as a trajectory generator's own
+        lead would have; the trimmed command passes the same check or the original refusal stands. What is
+        sent is the trimmed command (the curve checked is the curve executed)."""
+        join = self.settings.late_join_s
+        start = traj.start_s(now_s)
+        due = start + traj.times_s
+        if join <= 0.0 or traj.stamp_s == 0.0 or due[0] >= now_s or due[-1] <= now_s + join:
+            return traj, refusal
+        first = int(np.searchsorted(due, now_s + join, side="right"))
+        # The present reference as the first point (due now: the controller's state, so the curve is the same
+        # join), then the points after the join: what active_trajectory reports is the curve executed from now.
+        order = [self.names.index(n) for n in traj.joint_names]  # the reference in the command's joint order
+        here = [initial.positions, initial.velocities, initial.accelerations]
+
+        def rows(arr: np.ndarray, k: int) -> np.ndarray:
+            return np.vstack([np.asarray(here[k], float)[order][None], arr[first:]])
+
+        trimmed = Trajectory(traj.joint_names, traj.stamp_s,
+                             np.concatenate([[now_s - start], traj.times_s[first:]]), rows(traj.positions, 0),
+                             None if traj.velocities is None else rows(traj.velocities, 1),
+                             None if traj.accelerations is None else rows(traj.accelerations, 2))
+        verdict = check_trajectory(trimmed, self.names, self.limits, now_s, initial,
+                                   jump_tolerance=self.settings.jump_tolerance)
+        if not verdict.ok:
+            return traj, refusal
+        late = now_s - float(due[0])
+        return trimmed, Verdict(True, SUCCESSFUL, f"late by {late:.3f} s: {first} points due within late_join_s "
+                                                  f"{join} s dropped, joined to the next over "
+                                                  f"{float(due[first]) - now_s:.3f} s")
 
     def _send(self, follower: TrajectoryFollower, traj: Trajectory, now_s: float) -> Trajectory:
         if traj.stamp_s == 0.0:

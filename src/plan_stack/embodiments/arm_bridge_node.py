@@ -108,7 +108,8 @@ class ArmBridgeNode(Node):
         return ArmBridgeSettings(
             watchdog_timeout_s=cfg.watchdog_timeout, jump_tolerance=cfg.jump_tolerance,
             goal_time_tolerance_s=cfg.goal_time_tolerance_s, feedback_period_s=cfg.feedback_period_s,
-            stop_deceleration_scale=cfg.stop_deceleration_scale, max_start_delay_s=cfg.max_start_delay_s)
+            stop_deceleration_scale=cfg.stop_deceleration_scale, max_start_delay_s=cfg.max_start_delay_s,
+            late_join_s=cfg.late_join_s)
 
     def _joint_to_stack(self, q: np.ndarray) -> np.ndarray:
         """joint_states positions (in `state_joint_names` order) -> stack vector."""
@@ -197,6 +198,8 @@ class ArmBridgeNode(Node):
             acc = self.bridge.accept(traj, self._now())
             if acc.command is not None:
                 self._command(acc.command)
+        if acc.verdict.ok and acc.verdict.message:  # accepted late, joined over late_join_s: said, not silent
+            self.diagnostics.report("commands", WARN, f"accepted: {acc.verdict.message}", now=True)
         return acc
 
     def _watchdog(self) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plan_stack.paths import find_data
-from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, spline_from
+from plan_stack.trajectory.core import KnotSamples, Reference, Trajectory, knots_from
 from plan_stack.trajectory.limits import Limits, LimitsError
 
 __all__ = [
@@ -65,6 +65,8 @@ class Verdict:
     ok: bool
     error_code: ResultCode = ResultCode.SUCCESSFUL
     message: str = ""
+    #: the refusal concerns the interpolated curve only: names, numbers, timing and every point passed
+    curve: bool = False
 
 
 _OK = Verdict(True)
@@ -112,6 +114,20 @@ def _fmt_point(i: int) -> str:
     return f"point {i}"
 
 
+def _names_verdict(names: Sequence[str], expected_names: Sequence[str]) -> Verdict | None:
+    """INVALID_JOINTS when the goal's joints are not exactly the expected set (duplicates, unknown, missing)."""
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return Verdict(False, INVALID_JOINTS, f"joint_names: duplicate joint(s) {dupes}")
+    unknown = [n for n in names if n not in expected_names]
+    if unknown:
+        return Verdict(False, INVALID_JOINTS, f"joint_names: unknown joint(s) {unknown} (expected {list(expected_names)})")
+    missing = [n for n in expected_names if n not in names]
+    if missing:
+        return Verdict(False, INVALID_JOINTS, f"joint_names: missing joint(s) {missing}")
+    return None
+
+
 def check_trajectory(
     traj: Trajectory,
     expected_names: Sequence[str],
@@ -129,54 +145,59 @@ def check_trajectory(
     the segment from there to the first point is checked too, and a first
     point at time 0 must start within `jump_tolerance` of it. `tolerance` is
     the relative slack on velocity/acceleration limits (numerical noise only).
+
+    Cost: the stitcher runs this on every trajectory it emits, so the common case (joints in the expected
+    order, nothing violated) takes a handful of array operations: the interpolated curve's extremes come from
+    one matrix product over all segments and joints (`KnotSamples`); samples are laid out in time order only
+    to name the first violation.
     """
     names = list(traj.joint_names)
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        return Verdict(False, INVALID_JOINTS, f"joint_names: duplicate joint(s) {dupes}")
-    unknown = [n for n in names if n not in expected_names]
-    if unknown:
-        return Verdict(False, INVALID_JOINTS, f"joint_names: unknown joint(s) {unknown} (expected {list(expected_names)})")
-    missing = [n for n in expected_names if n not in names]
-    if missing:
-        return Verdict(False, INVALID_JOINTS, f"joint_names: missing joint(s) {missing}")
+    expected = tuple(expected_names)
+    same_order = traj.joint_names == expected and len(set(expected)) == len(expected)
+    if not same_order:
+        bad_names = _names_verdict(names, expected)
+        if bad_names is not None:
+            return bad_names
     t = traj.times_s
     for field in ("times_s", "positions", "velocities", "accelerations"):
         arr = getattr(traj, field)
-        if arr is not None and not np.all(np.isfinite(arr)):
+        # a finite sum means every value is finite (NaN and inf propagate); the element test only otherwise
+        if arr is not None and not math.isfinite(float(np.add.reduce(arr, axis=None))) \
+                and not np.all(np.isfinite(arr)):
             bad = np.argwhere(~np.isfinite(np.atleast_2d(arr.T).T))[0]
             return Verdict(False, INVALID_GOAL, f"{field}: non-finite value at {_fmt_point(int(bad[0]))}")
     if not math.isfinite(traj.stamp_s):
         return Verdict(False, INVALID_GOAL, "header.stamp: non-finite")
     if t[0] < 0:
         return Verdict(False, INVALID_GOAL, "time_from_start: negative time at point 0")
-    steps = np.diff(t)
-    if np.any(steps <= 0):
+    steps = t[1:] - t[:-1]
+    if (steps <= 0).any():
         i = int(np.argmax(steps <= 0)) + 1
         return Verdict(False, INVALID_GOAL,
                        f"time_from_start: not strictly increasing at {_fmt_point(i)} ({t[i - 1]:.6g} -> {t[i]:.6g} s)")
 
-    order = [names.index(n) for n in expected_names]
-    pos = traj.positions[:, order]
-    vel = None if traj.velocities is None else traj.velocities[:, order]
-    acc = None if traj.accelerations is None else traj.accelerations[:, order]
+    if same_order:
+        pos, vel, acc = traj.positions, traj.velocities, traj.accelerations
+    else:
+        order = [names.index(n) for n in expected]
+        pos = traj.positions[:, order]
+        vel = None if traj.velocities is None else traj.velocities[:, order]
+        acc = None if traj.accelerations is None else traj.accelerations[:, order]
     lo, hi = limits.q_min, limits.q_max
     outside = (pos < lo - tolerance) | (pos > hi + tolerance)
     if outside.any():  # the first point (then joint) outside, as a loop over the points would find it
         i, j = (int(x) for x in np.argwhere(outside)[0])
         return Verdict(False, INVALID_GOAL,
-                       f"positions: {expected_names[j]} = {pos[i, j]:.6g} at {_fmt_point(i)} is outside [{lo[j]:.6g}, {hi[j]:.6g}]")
+                       f"positions: {expected[j]} = {pos[i, j]:.6g} at {_fmt_point(i)} is outside [{lo[j]:.6g}, {hi[j]:.6g}]")
     for label, arr, lim in (("velocities", vel, limits.v_max), ("accelerations", acc, limits.a_max)):
         if arr is None:
             continue
         over = np.abs(arr) > lim * (1 + tolerance)
-        if np.any(over):
+        if over.any():
             i, j = (int(x) for x in np.argwhere(over)[0])
             return Verdict(False, INVALID_GOAL,
-                           f"{label}: |{expected_names[j]}| = {abs(arr[i, j]):.6g} at {_fmt_point(i)} exceeds the limit {lim[j]:.6g}")
+                           f"{label}: |{expected[j]}| = {abs(arr[i, j]):.6g} at {_fmt_point(i)} exceeds the limit {lim[j]:.6g}")
 
-    ordered = dataclasses.replace(traj, joint_names=tuple(expected_names), positions=pos, velocities=vel,
-                                  accelerations=acc)
     start = traj.start_s(now_s)
     if start + t[-1] < now_s - 1e-9:
         return Verdict(False, OLD_HEADER_TIMESTAMP,
@@ -187,44 +208,39 @@ def check_trajectory(
         if np.any(jump > jump_tolerance):
             j = int(np.argmax(jump))
             return Verdict(False, INVALID_GOAL,
-                           f"positions: the last point is due now but {expected_names[j]} is {jump[j]:.6g} away from "
+                           f"positions: the last point is due now but {expected[j]} is {jump[j]:.6g} away from "
                            f"the present reference (> {jump_tolerance}); give it time_from_start > 0")
-    try:
-        spline = spline_from(ordered, start, initial, max(now_s, start) if initial is not None else start)
-    except TrajectoryError as exc:
-        return Verdict(False, INVALID_GOAL, str(exc))
-    # Per-joint extremes of the dense samples first (one product, two reductions); the samples themselves,
-    # to locate the first one that broke a limit, only when one did: the same verdict and message as
-    # comparing every sample.
-    mins, maxs = spline.dense_extremes(samples_per_segment)
-    checks: list[tuple[str, int, np.ndarray]] = [("velocity", 1, limits.v_max)]
-    if spline.mode != "linear":
-        checks.append(("acceleration", 2, limits.a_max))
-    if np.any(mins[0] < lo - tolerance) or np.any(maxs[0] > hi + tolerance):
-        q_s = spline.dense(samples_per_segment)[0]
+    ordered = traj if same_order else Trajectory(expected, traj.stamp_s, t, pos, vel, acc)
+    times, kp, kv, ka = knots_from(ordered, start, initial, max(now_s, start) if initial is not None else start)
+    if len(times) > 1 and ((times[1:] - times[:-1]) <= 0).any():
+        return Verdict(False, INVALID_GOAL, "time_from_start: knot times must be strictly increasing")
+    mode = ordered.interpolation
+    jerk_limited = limits.has_jerk_limits and mode != "linear"
+    # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
+    curve = KnotSamples(times, kp, kv, ka, mode, samples_per_segment, 4 if jerk_limited else 3)
+    mins, maxs = curve.extremes()
+    if (mins[0] < lo - tolerance).any() or (maxs[0] > hi + tolerance).any():
+        q_s = curve.dense(0)
         j = int(np.argwhere((q_s < lo - tolerance) | (q_s > hi + tolerance))[0][1])
         return Verdict(False, INVALID_GOAL,
-                       f"positions: the interpolated {spline.mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected_names[j]}")
-    jerk = None
-    if limits.has_jerk_limits and spline.mode != "linear":
-        # jerk inside each segment (cubic: constant; quintic: quadratic); cubic knots jump in acceleration
-        jerk = spline.dense_jerk(samples_per_segment)
+                       f"positions: the interpolated {mode} curve leaves [{lo[j]:.6g}, {hi[j]:.6g}] on {expected[j]}",
+                       curve=True)
+    checks: list[tuple[str, int, np.ndarray]] = [("velocity", 1, limits.v_max)]
+    if mode != "linear":
+        checks.append(("acceleration", 2, limits.a_max))
+    if jerk_limited:
         checks.append(("jerk", 3, limits.j_max))
     for label, k, lim in checks:
         bound = lim * (1 + tolerance)
-        if k < 3 and np.all(np.maximum(maxs[k], -mins[k]) <= bound):
+        if not (np.maximum(maxs[k], -mins[k]) > bound).any():  # NaN extremes compare false, as ever
             continue
-        signed = jerk if k == 3 else spline.dense(samples_per_segment)[k]
-        assert signed is not None
-        arr = np.abs(signed)
+        arr = np.abs(curve.dense(k))
         hits = np.argwhere(arr > bound)
-        if not hits.size:  # NaN extremes (non-finite coefficients) compare false, as before
-            continue
-        j = int(hits[0][1])
+        j = int(hits[0][1])  # the first sample in time, then the first joint
         peak = float(arr[:, j].max())
         return Verdict(False, INVALID_GOAL,
-                       f"{label}: the interpolated {spline.mode} curve reaches {peak:.6g} on {expected_names[j]}, "
-                       f"above the limit {lim[j]:.6g}")
+                       f"{label}: the interpolated {mode} curve reaches {peak:.6g} on {expected[j]}, "
+                       f"above the limit {lim[j]:.6g}", curve=True)
     return _OK
 
 

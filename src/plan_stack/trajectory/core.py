@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = [
     "TrajectoryError", "Trajectory", "Spline", "Reference", "TrajectoryFollower", "interpolation_of",
-    "segment_coefficients", "evaluate", "spline_from", "GRID_EPS",
+    "segment_coefficients", "evaluate", "spline_from", "knots_from", "KnotSamples", "GRID_EPS",
 ]
 
 #: Fraction of a sample period within which a time counts as "on the grid" (20 ns at 50 Hz).
@@ -344,6 +344,30 @@ class Spline:
         return (_basis(samples_per_segment, 3) @ self._scaled(3)).reshape(-1, self.positions.shape[1])
 
 
+def knots_from(traj: Trajectory, start_s: float, initial: Reference | None, activation_s: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(absolute times, positions, velocities, accelerations) of the knots a controller follows after activating
+    `traj` at `activation_s` (see `spline_from`); velocities/accelerations None when the trajectory has none."""
+    due = start_s + traj.times_s
+    # times increase, so the points kept are a suffix: slices (views), not copies
+    if initial is not None:
+        first = int(np.searchsorted(due, activation_s + 1e-9, side="right"))
+    else:
+        first = int(np.searchsorted(due, activation_s - 1e-9, side="left"))
+    first = min(first, len(due) - 1)  # all in the past: go to (and hold) the last point
+    pos, times = traj.positions[first:], due[first:]
+    vel = None if traj.velocities is None else traj.velocities[first:]
+    acc = None if traj.accelerations is None else traj.accelerations[first:]
+    if initial is not None and times[0] > activation_s + 1e-9:
+        times = np.concatenate(([activation_s], times))
+        pos = np.concatenate(([initial.positions], pos))
+        if vel is not None:
+            vel = np.concatenate(([initial.velocities], vel))
+        if acc is not None:
+            acc = np.concatenate(([initial.accelerations], acc))
+    return times, pos, vel, acc
+
+
 def spline_from(traj: Trajectory, start_s: float, initial: Reference | None, activation_s: float) -> Spline:
     """The reference curve a controller follows after activating `traj` at `activation_s`.
 
@@ -351,24 +375,92 @@ def spline_from(traj: Trajectory, start_s: float, initial: Reference | None, act
     `initial` (the previous reference) at `activation_s`. Without `initial`
     (validation of a fresh goal against nothing) the first point is the start.
     """
-    due = start_s + traj.times_s
-    keep = due > activation_s + 1e-9 if initial is not None else due >= activation_s - 1e-9
-    if not np.any(keep):
-        keep[-1] = True  # all in the past: go to (and hold) the last point
-    idx = np.flatnonzero(keep)
-    mode = traj.interpolation
-    pos = traj.positions[idx]
-    vel = None if traj.velocities is None else traj.velocities[idx]
-    acc = None if traj.accelerations is None else traj.accelerations[idx]
-    times = due[idx]
-    if initial is not None and times[0] > activation_s + 1e-9:
-        times = np.concatenate([[activation_s], times])
-        pos = np.vstack([initial.positions, pos])
-        if vel is not None:
-            vel = np.vstack([initial.velocities, vel])
-        if acc is not None:
-            acc = np.vstack([initial.accelerations, acc])
-    return Spline(times, pos, vel, acc, mode)
+    return Spline(*knots_from(traj, start_s, initial, activation_s), traj.interpolation)
+
+
+#: Which of a segment's end data (q0, T v0, T² a0, q1, T v1, T² a1) each interpolation uses.
+_MODE_DATA = {"linear": (0, 3), "cubic": (0, 1, 3, 4), "quintic": (0, 1, 2, 3, 4, 5)}
+
+
+@functools.lru_cache(maxsize=64)
+def _hermite_basis(samples: int, mode: str, orders: int) -> np.ndarray:
+    """Read-only [orders · S, m]: row k·S + i maps a segment's end data (`_MODE_DATA[mode]`, m entries) to T^k
+    times the k-th time derivative at the normalised time u_i = i / (S - 1) (k < orders). The interpolant's
+    coefficients in u come from `segment_coefficients` itself (unit data, T = 1), so the two cannot disagree."""
+    cols = list(_MODE_DATA[mode])
+    unit = np.eye(6)  # column m: the m-th end datum set to 1
+    coef = segment_coefficients(unit[0], unit[1], unit[2], unit[3], unit[4], unit[5], 1.0, mode)  # [6 (n), 6 (m)]
+    u = np.linspace(0.0, 1.0, samples)
+    powers = np.zeros((orders, samples, 6))
+    for k in range(orders):
+        for n in range(k, 6):
+            powers[k, :, n] = math.perm(n, k) * u ** (n - k)
+    out = np.ascontiguousarray((powers.reshape(orders * samples, 6) @ coef)[:, cols])
+    out.setflags(write=False)
+    return out
+
+
+class KnotSamples:
+    """The first `orders` derivatives of the piecewise polynomial through knots, sampled at `samples` points per
+    segment (both ends included): the samples `Spline.dense` takes, computed from the knots directly.
+
+    One matrix product maps every segment's end data to its samples (no per-segment coefficients); the
+    per-segment scale T^-k is applied after the reduction over a segment's samples (a positive factor does
+    not change which sample is the extreme), so `extremes` costs one product and four reductions.
+    """
+
+    def __init__(self, times: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None,
+                 accelerations: np.ndarray | None, mode: str, samples: int = 16, orders: int = 3) -> None:
+        self.orders, self.samples = orders, samples
+        P = positions
+        K, D = len(P) - 1, P.shape[1]
+        self.dof, self.segments = D, K
+        if K == 0:
+            self._raw = None
+            self._p = P
+            return
+        T = times[1:] - times[:-1]
+        cols = _MODE_DATA[mode]
+        Y = np.empty((len(cols), K, D))
+        Y[0] = P[:-1]
+        Y[len(cols) // 2] = P[1:]
+        if mode != "linear":
+            assert velocities is not None
+            Tc = T[:, None]
+            np.multiply(velocities[:-1], Tc, out=Y[1])
+            np.multiply(velocities[1:], Tc, out=Y[len(cols) // 2 + 1])
+            if mode == "quintic":
+                assert accelerations is not None
+                T2 = Tc * Tc
+                np.multiply(accelerations[:-1], T2, out=Y[2])
+                np.multiply(accelerations[1:], T2, out=Y[5])
+        B = _hermite_basis(samples, mode, orders)
+        self._raw = (B @ Y.reshape(len(cols), K * D)).reshape(orders, samples, K, D)  # T^k x derivative k
+        scale = np.empty((orders, K))  # [orders, K]: T^-k
+        scale[0] = 1.0
+        np.divide(1.0, T, out=scale[1])
+        for k in range(2, orders):
+            np.multiply(scale[k - 1], scale[1], out=scale[k])
+        self._scale = scale
+
+    def extremes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max), each [orders, D], over every sample of every segment."""
+        if self._raw is None:
+            zero = np.zeros((self.orders - 1, self.dof))
+            return (np.vstack([self._p.min(axis=0)[None], zero]), np.vstack([self._p.max(axis=0)[None], zero]))
+        lo = self._raw.min(axis=1)  # [orders, K, D]
+        hi = self._raw.max(axis=1)
+        scale = self._scale[:, :, None]
+        lo *= scale
+        hi *= scale
+        return lo.min(axis=1), hi.max(axis=1)
+
+    def dense(self, k: int) -> np.ndarray:
+        """[K·S, D] samples of derivative k in time order (segment by segment), as `Spline.dense` lays them out."""
+        if self._raw is None:
+            return self._p.copy() if k == 0 else np.zeros((1, self.dof))
+        vals = self._raw[k] * self._scale[k][None, :, None]  # [S, K, D]
+        return vals.transpose(1, 0, 2).reshape(-1, self.dof)
 
 
 class TrajectoryFollower:

@@ -320,16 +320,29 @@ def _osqp_active_set(res, n_steps: int) -> list[tuple[int, float]]:
     return out
 
 
-def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, inset: np.ndarray) -> np.ndarray:
-    """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition)."""
+def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, bounds: tuple) -> np.ndarray:
+    """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition).
+
+    `bounds` = (|v|, |a| bounds stacked [2N, D], lower and upper position bounds [N, D] (the inset applied;
+    None without position limits)), as `JointMpc._bounds` caches them."""
+    va, q_lo, q_hi = bounds
     v, a = S[n:2 * n], S[2 * n:]
-    bad = (np.maximum(np.abs(v), np.abs(v + c * a)) > lim.v_max).any(0)
-    bad |= (np.abs(a) > lim.a_max).any(0)
+    bad = (np.abs(S[n:]) > va).any(0)
+    bad |= (np.abs(v + c * a) > lim.v_max).any(0)
     bad |= (np.abs(J) > lim.j_max).any(0)
-    if lim.has_position_limits:
+    if q_lo is not None:
         q = S[:n]
-        bad |= ((q < lim.q_min + inset) | (q > lim.q_max - inset)).any(0)
+        bad |= ((q < q_lo) | (q > q_hi)).any(0)
     return bad
+
+
+def _bounds(n: int, lim: Limits, inset: np.ndarray):
+    """(|v| then |a| bounds [2N, D], position bounds moved inward by `inset` [N, D] or None): what `_violates`
+    compares the unconstrained solution with, built once per (N, limits)."""
+    va = np.concatenate([np.broadcast_to(lim.v_max, (n, lim.dof)), np.broadcast_to(lim.a_max, (n, lim.dof))])
+    if not lim.has_position_limits:
+        return va, None, None
+    return va, lim.q_min + inset, lim.q_max - inset
 
 
 class JointMpc:
@@ -375,7 +388,8 @@ class JointMpc:
         self._daqp: dict[tuple, daqp.Model] = {}
         self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
-        self._inset_cache: tuple[tuple[int, float], Limits, np.ndarray] | None = None
+        self._inset_cache: dict[tuple[int, float], tuple[Limits, np.ndarray, tuple]] = {}
+        self._daqp_per_joint: dict[int, tuple[Limits, list]] = {}  # id(shape) -> (QP limits, model per joint)
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
         key = (n_steps, float(dt), bool(settle))
@@ -416,48 +430,76 @@ class JointMpc:
                      inset: np.ndarray):
         """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
         bounded), v, a and brake rows in physical units. Gradients and bounds of all these joints are
-        built in a few batched numpy operations; only the solves run per joint. Returns (jerks [N, n],
-        failed joint indices, iterations)."""
+        built in a few batched numpy operations, one contiguous row per joint (what DAQP reads without a
+        copy); only the update and the solve run per joint. Returns (jerks [N, n], failed joint indices,
+        iterations)."""
         N = sh.n
         c = self._brake[joints]
         free = sh.T_all @ x0[:, joints]  # [3N, n] states of zero jerk
         fv, fa = free[N:2 * N], free[2 * N:]
-        fb = fv + c * fa
         v, a, jm = lim.v_max[joints], lim.a_max[joints], lim.j_max[joints]
         has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
-        qhi = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
-        qlo = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
-        jb = np.broadcast_to(jm, (sh.nu, len(joints)))
-        hi_rows = np.concatenate([v - fv, a - fa, v - fb])  # [3N, n]
-        lo_rows = np.concatenate([-v - fv, -a - fa, -v - fb])
-        F = -(sh.hessian @ J[:, joints])  # [N, n]
-        out = np.empty((sh.nu, len(joints)))
+        n = len(joints)
+        # rows of every joint's upper bounds: jerks, q, v, a, brake ([n, nu + 4N]; the q block is skipped
+        # for joints without position limits)
+        nu = sh.nu
+        hi = np.empty((nu + 4 * N, n))
+        lo = np.empty_like(hi)
+        hi[:nu], lo[:nu] = jm, -jm
+        q0 = nu
+        hi[q0:q0 + N] = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
+        lo[q0:q0 + N] = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
+        r = q0 + N
+        hi[r:r + N], lo[r:r + N] = v - fv, -v - fv
+        r += N
+        hi[r:r + N], lo[r:r + N] = a - fa, -a - fa
+        r += N
+        fb = fv + c * fa
+        hi[r:], lo[r:] = v - fb, -v - fb
+        HI, LO = np.ascontiguousarray(hi.T), np.ascontiguousarray(lo.T)  # [n, rows]
+        F = -(J[:, joints].T @ sh.hessian)  # [n, N]: rows of -(H J) (H symmetric), contiguous
+        no_q = np.concatenate([np.arange(nu), np.arange(nu + N, hi.shape[0])])
+        out = np.empty((n, nu))
         failed: list[int] = []
         iters = 0
+        models = self._daqp_models(sh, lim)
         for k, d in enumerate(joints.tolist()):
-            model = self._daqp_model(sh, float(c[k]), bool(has_q[k]))
+            model = models[d]
             if has_q[k]:
-                hi = np.concatenate([jb[:, k], qhi[:, k], hi_rows[:, k]])
-                lo = np.concatenate([-jb[:, k], qlo[:, k], lo_rows[:, k]])
+                model.update(f=F[k], bupper=HI[k], blower=LO[k])
             else:
-                hi = np.concatenate([jb[:, k], hi_rows[:, k]])
-                lo = np.concatenate([-jb[:, k], lo_rows[:, k]])
-            model.update(f=F[:, k], bupper=hi, blower=lo)
+                model.update(f=F[k], bupper=HI[k, no_q], blower=LO[k, no_q])
             x, _, flag, info = model.solve()
-            iters += int(info["iterations"])
-            if flag != 1 or not np.all(np.isfinite(x)):
+            iters += info["iterations"]
+            if flag != 1:
                 failed.append(d)
                 x = J[:, d]
-            out[:, k] = x
-        return out, failed, iters
+            out[k] = x
+        bad = ~np.isfinite(out).all(axis=1)
+        if bad.any():  # a solve that reported success with NaN/inf in it: failed too
+            for k in np.flatnonzero(bad).tolist():
+                failed.append(int(joints[k]))
+                out[k] = J[:, joints[k]]
+        return out.T, failed, int(iters)
 
-    def _inset(self, n_steps: int, dt: float, lim: Limits) -> np.ndarray:
-        """`position_inset` of the QP's limits, cached per (N, dt, limits)."""
+    def _daqp_models(self, sh: _Shape, lim: Limits) -> list:
+        """The DAQP workspace of each joint (by brake coefficient and whether it has position rows) for these
+        QP limits and this shape: looked up once per (shape, limits), not per joint and call."""
+        cached = self._daqp_per_joint.get(id(sh))
+        if cached is None or cached[0] is not lim:
+            has_q = np.isfinite(lim.q_min) | np.isfinite(lim.q_max)
+            models = [self._daqp_model(sh, float(self._brake[d]), bool(has_q[d])) for d in range(lim.dof)]
+            cached = self._daqp_per_joint[id(sh)] = (lim, models)
+        return cached[1]
+
+    def _inset_and_bounds(self, n_steps: int, dt: float, lim: Limits):
+        """(`position_inset`, `_bounds`) of the QP's limits, cached per (N, dt, limits)."""
         key = (n_steps, float(dt))
-        cache = self._inset_cache
-        if cache is None or cache[0] != key or cache[1] is not lim:
-            cache = self._inset_cache = (key, lim, position_inset(n_steps, dt, lim))
-        return cache[2]
+        cache = self._inset_cache.get(key)
+        if cache is None or cache[0] is not lim:
+            inset = position_inset(n_steps, dt, lim)
+            cache = self._inset_cache[key] = (lim, inset, _bounds(n_steps, lim, inset))
+        return cache[1], cache[2]
 
     def qp_limits(self, limits: Limits) -> Limits:
         """The (shrunk) limits the QP is posed with (cached per Limits object)."""
@@ -479,8 +521,8 @@ class JointMpc:
         R = ref[1:]
         J = sh.Kx @ x0 + sh.Kr @ R  # [N, D]
         S = sh.Lx @ x0 + sh.Lr @ R  # [3N, D]
-        inset = self._inset(N, dt, lim)
-        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, inset))
+        inset, bounds = self._inset_and_bounds(N, dt, lim)
+        bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, bounds))
         failed: list[int] = []
         iters = 0
         cap = self.active_set_max_iter or 10 * N
@@ -489,7 +531,8 @@ class JointMpc:
                 Jb, failed, iters = self._daqp_joints(sh, x0, J, lim, bad, inset)
                 ok = np.array([d not in failed for d in bad.tolist()], dtype=bool)
                 good = bad[ok]
-                J[:, good] = np.clip(Jb[:, ok], -lim.j_max[good], lim.j_max[good])
+                jm = lim.j_max[good]
+                J[:, good] = np.minimum(np.maximum(Jb[:, ok], -jm), jm)  # np.clip's values, less overhead
                 S[:, good] = sh.T_all @ x0[:, good] + sh.G_all @ J[:, good]
         else:
             for d in (int(i) for i in bad):
@@ -519,5 +562,5 @@ class JointMpc:
         return MpcResult(
             out, J if sh.nu == N else sh.B @ J,
             MpcStatus.SOLVER_FAILED if failed else MpcStatus.OK,
-            tuple(int(d) for d in bad), tuple(failed), iters, (time.perf_counter() - t0) * 1e3,
+            tuple(bad.tolist()), tuple(failed), iters, (time.perf_counter() - t0) * 1e3,
         )

@@ -11,10 +11,12 @@ import collections
 import dataclasses
 import enum
 import threading
+import time
 from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
@@ -133,6 +135,13 @@ class StitcherNode(Node):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
                               f"{len(self.cfg.joint_names)} joints")
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
+        # OK outcomes are reported at most once per diagnostics period (building the status costs ~0.2 ms per
+        # chunk otherwise); the latest one waiting is flushed by this timer. Anything not OK is reported at once.
+        self._ok_report: tuple[str, dict[str, Any]] | None = None
+        self._ok_reported_at = -float("inf")
+        # on the steady clock: the flush is about wall time, and a sim-time timer also fires on time jumps
+        self.create_timer(self.node_cfg.diagnostics_period_s, self._flush_ok_report,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.pub = self.create_publisher(JointTrajectory, "trajectory", RELIABLE_QOS)
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, SENSOR_QOS)
@@ -317,14 +326,28 @@ class StitcherNode(Node):
         self._send_to_bridge(out)
         rep = result.report
         level = OK if result.status is StitchStatus.OK else WARN
-        self.diag.report("input", OK, "chunks accepted", **self.counts)
-        self.diag.report(
-            "solve", level, f"{result.generator} ({result.status.value})", now=level != OK,
+        values = dict(
             solve_ms=f"{result.solve_ms:.3f}", generator=result.generator, limit_margin=f"{rep.margin:.4f}",
             v_ratio=f"{rep.v_ratio:.4f}", a_ratio=f"{rep.a_ratio:.4f}", j_ratio=f"{rep.j_ratio:.4f}",
             constrained_joints=result.constrained_joints, trimmed_steps=result.trimmed_steps,
-            clamped=result.clamped_samples,
-            details="; ".join(result.messages), **self.counts)
+            clamped=result.clamped_samples, details="; ".join(result.messages), **self.counts)
+        message = f"{result.generator} ({result.status.value})"
+        if level == OK and time.monotonic() - self._ok_reported_at < self.node_cfg.diagnostics_period_s:
+            self._ok_report = (message, values)  # the timer reports it (or a newer one) within a period
+            return
+        self._report_solve(level, message, values)
+
+    def _report_solve(self, level, message: str, values: dict[str, Any]) -> None:
+        self._ok_report = None
+        if level == OK:
+            self._ok_reported_at = time.monotonic()
+        self.diag.report("input", OK, "chunks accepted", **{k: values[k] for k in self.counts})
+        self.diag.report("solve", level, message, now=level != OK, **values)
+
+    def _flush_ok_report(self) -> None:
+        pending = self._ok_report
+        if pending is not None:
+            self._report_solve(OK, *pending)
 
     def _send_to_bridge(self, traj: JointTrajectory) -> None:
         if self._bridge is None:

@@ -258,6 +258,14 @@ class Stitcher:
         # Columns checked against position bounds (continuous, then discrete) and which of them saturate.
         self._bounded_cols = np.concatenate([self._cidx, self._didx])
         self._saturate = np.array([cfg.joint_names[i] in cfg.saturate_joints for i in self._bounded_cols], bool)
+        lim = self.limits
+        # the brake condition's coefficient c = a_max / 2 j_max and the v, a limits with round-off slack
+        self._brake_test = (lim.a_max / (2.0 * lim.j_max), lim.v_max * (1.0 + 1e-9), lim.a_max * (1.0 + 1e-9))
+        # the bounded columns' position bounds (None when no column has any), fixed with the limits
+        self._col_bounds: tuple[np.ndarray, np.ndarray] | None = None
+        if lim.has_position_limits or np.isfinite(self._d_lo).any() or np.isfinite(self._d_hi).any():
+            self._col_bounds = (np.concatenate([np.broadcast_to(lim.q_min, (lim.dof,)), self._d_lo]),
+                                np.concatenate([np.broadcast_to(lim.q_max, (lim.dof,)), self._d_hi]))
         # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
         all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
         self._c = slice(None) if all_joints else self._cidx
@@ -340,13 +348,10 @@ class Stitcher:
         joints, and the discrete ones when the limits list every joint (P unchanged and 0 without position
         limits). Raises ChunkError when a sample of a joint not in `saturate_joints` lies further out than
         `position_tolerance`; samples of `saturate_joints` are clamped however far out they lie."""
-        lim = self.limits
-        d_bounded = bool(np.isfinite(self._d_lo).any() or np.isfinite(self._d_hi).any())
-        if not (lim.has_position_limits or d_bounded):
+        if self._col_bounds is None:
             return P, 0
         cols = self._bounded_cols
-        lo = np.concatenate([np.broadcast_to(lim.q_min, (lim.dof,)), self._d_lo])
-        hi = np.concatenate([np.broadcast_to(lim.q_max, (lim.dof,)), self._d_hi])
+        lo, hi = self._col_bounds
         Pc = P[:, cols]
         over = np.maximum(Pc - hi, lo - Pc)  # > 0: outside by that much
         if float(over.max(initial=-math.inf)) <= 0.0:
@@ -560,11 +565,10 @@ class Stitcher:
         if not x0.shape[1]:
             return None
         q, v, a = x0
-        c = lim.a_max / (2.0 * lim.j_max)
-        tol = 1.0 + 1e-9
+        c, v_tol, a_tol = self._brake_test
         q_out = (q < lim.q_min) | (q > lim.q_max)  # e.g. a measured gripper a hair below its range
-        if (np.all(np.abs(v) <= lim.v_max * tol) and np.all(np.abs(a) <= lim.a_max * tol)
-                and np.all(np.abs(v + c * a) <= lim.v_max * tol) and not q_out.any()):
+        if ((np.abs(v) <= v_tol).all() and (np.abs(a) <= a_tol).all() and (np.abs(v + c * a) <= v_tol).all()
+                and not q_out.any()):
             return None
         # Braking from (v, a): the speed still grows by a^2 / 2 j while a pushes it outward (j: the
         # brake's jerk, the limit less the generators' margin).

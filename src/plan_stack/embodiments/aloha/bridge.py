@@ -60,6 +60,10 @@ class AlohaBridgeConfig:
         "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max position difference between the present reference and a point due now", 0.02, min=0.0)
     feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    late_join_s: float = param(
+        "a command delivered after its first point was due, refused only because the join from the present "
+        "reference to its next point is too short, is accepted without its points due within this long (s), "
+        "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
     command_latency_s: float = param(
         "s ahead of now that bridge-generated commands (cancel stops) start, so the controllers receive them "
         "before they are due and all switch at the same instant", 0.03, min=0.0, max=1.0)

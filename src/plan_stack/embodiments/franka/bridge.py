@@ -63,6 +63,10 @@ class FrankaBridgeConfig:
     jump_tolerance: float = param("max difference between the present reference and a point due now (rad, m)",
                                   0.02, min=0.0)
     feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    late_join_s: float = param(
+        "a command delivered after its first point was due, refused only because the join from the present "
+        "reference to its next point is too short, is accepted without its points due within this long (s), "
+        "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
     stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8,
                                            min=0.05, max=1.0)
     arm_controller: str = param("arm joint_trajectory_controller name (topic prefix)", "fr3_arm_controller")
