@@ -104,3 +104,51 @@ def test_best_checkpoint_is_selected_by_the_evaluation(tmp_path):
     assert res["best_step"] == 4 and res["best_score"] == pytest.approx(0.2)
     for k, v in model.target.model.state_dict().items():  # the model ends with the step-4 weights
         torch.testing.assert_close(v, seen[1][k], msg=k)
+
+
+def test_response_loss_is_plain_cross_entropy_and_soft_over_coordinate_bins():
+    import torch
+
+    from plan_stack.planning.training_target import response_loss
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 6, 30)
+    labels = torch.tensor([[-100, 3, 12, 14, 1, 25], [-100, -100, 10, 29, -100, -100]])
+    coord = torch.arange(10, 30)  # bins 0..19 are token ids 10..29
+    hard = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 30), labels[:, 1:].reshape(-1),
+                                             ignore_index=-100)
+    assert float(response_loss(logits, labels)) == pytest.approx(float(hard), rel=1e-6)
+    assert float(response_loss(logits, labels, coord, 0.0)) == pytest.approx(float(hard), rel=1e-6)
+    assert float(response_loss(logits, labels, coord, 1e-4)) == pytest.approx(float(hard), rel=1e-5)
+    # a near miss costs less than a far one under the soft target, the same under the exact bin
+    near, far = torch.full((1, 2, 30), -20.0), torch.full((1, 2, 30), -20.0)
+    near[0, 0, 10 + 11], far[0, 0, 10 + 19] = 20.0, 20.0  # predicted bins 11 and 19 for a true bin 10
+    lab = torch.tensor([[-100, 20]])
+    assert float(response_loss(near, lab)) == pytest.approx(float(response_loss(far, lab)))
+    assert float(response_loss(near, lab, coord, 2.0)) < float(response_loss(far, lab, coord, 2.0))
+    # a text token keeps the exact target whatever the coordinate softening
+    text_only = torch.tensor([[-100, 3]])
+    assert float(response_loss(logits[:1, :2], text_only, coord, 3.0)) == pytest.approx(
+        float(response_loss(logits[:1, :2], text_only)), rel=1e-6)
+
+
+def test_soft_coordinate_targets_train_towards_the_labelled_bins(tmp_path):
+    from plan_stack.planning import vocab as V
+
+    model = _model()
+    tok = model.target.tokenizer
+    coord = tok.convert_tokens_to_ids(list(V.COORD_TOKENS))
+    items = []
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)]
+    for i in range(4):  # the image's colour says which bin follows
+        img = np.zeros((32, 32, 3), np.uint8) + np.array(colours[i], np.uint8)
+        items.append(TrainItem([img], "pick up", [coord[100 + 200 * i], tok.eos_token_id]))
+    cfg = TargetTrainConfig(steps=60, batch_size=4, lr=3e-3, checkpoint_every=0, eval_every=0, augment=False,
+                            coord_sigma_bins=4.0)
+    res = train_target(model, items, cfg, tmp_path, log=lambda s: None)
+    assert all(np.isfinite(res["losses"])) and res["losses"][-1] < 0.5 * res["losses"][0]
+    with torch.no_grad():
+        logits = model.target.model(**{k: v for k, v in collate(model, items).items() if k != "labels"}).logits
+    n_prompt = model.encode("pick up", [items[0].images]).input_ids.numel()
+    picked = logits[:, n_prompt - 1, coord].argmax(dim=1).tolist()
+    assert all(abs(p - (100 + 200 * i)) <= 8 for i, p in enumerate(picked)), picked

@@ -62,6 +62,8 @@ class Recipe:
     target_steps: int = 360
     target_batch: int = 16
     target_lr: float = 1e-3
+    #: Gaussian soft target over the coordinate bins (std in bins; 0 = exact bin), `training_target.response_loss`
+    target_coord_sigma_bins: float = 0.0
     eval_every: int = 325
     val_keyframes: int = 24
     drafter_width: int = 192
@@ -114,6 +116,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch CPU threads (1: fastest on a shared 2-core machine, measured)")
     add_device_arguments(parser, dtype=False)
     parser.add_argument("--target-steps", type=int, default=None, help="override the recipe's target steps")
+    parser.add_argument("--coord-sigma-bins", type=float, default=None, metavar="BINS",
+                        help="override the recipe's soft coordinate target (std in bins, 0 = exact bin)")
+    parser.add_argument("--image-size", type=int, default=None, metavar="PX",
+                        help="override the recipe's (square) planner image size in px")
     parser.add_argument("--drafter-steps", type=int, default=None, help="override the recipe's drafter steps")
 
 
@@ -210,6 +216,10 @@ def run(args: argparse.Namespace) -> int:
     recipe = RECIPES[robot]
     if args.target_steps:
         recipe = dataclasses.replace(recipe, target_steps=args.target_steps)
+    if args.image_size:
+        recipe = dataclasses.replace(recipe, image_size=(args.image_size, args.image_size))
+    if args.coord_sigma_bins is not None:
+        recipe = dataclasses.replace(recipe, target_coord_sigma_bins=args.coord_sigma_bins)
     if args.drafter_steps:
         recipe = dataclasses.replace(recipe, drafter_steps=args.drafter_steps)
     out = Path(args.out or data_dirs("models")[0] / robot)
@@ -274,7 +284,8 @@ def run(args: argparse.Namespace) -> int:
         items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(target, kf, spec, model.ranges)[0])
                  for kf in planner_kf]
         cfg = TT.TargetTrainConfig(steps=recipe.target_steps, batch_size=recipe.target_batch, lr=recipe.target_lr,
-                                   eval_every=recipe.eval_every, seed=recipe.seed)
+                                   eval_every=recipe.eval_every, coord_sigma_bins=recipe.target_coord_sigma_bins,
+                                   seed=recipe.seed)
         log(f"target: {sum(p.numel() for p in target.model.parameters()) / 1e6:.2f} M parameters, "
             f"{cfg.steps} steps x {cfg.batch_size}; selection on {len(val_sel)} val keyframes (AR ADE)")
 
