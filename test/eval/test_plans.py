@@ -60,3 +60,17 @@ def test_blind_baseline_is_the_mean_plan_per_keyframe_index():
     assert p.subtask == "reach."
     far = EV.blind_prediction(blind, _kf(7, [_line(0), _line(0)]))  # beyond the training episodes: last index
     np.testing.assert_allclose(far.points[1], _line(1), atol=1e-5)
+
+
+def test_first_keyframe_end_error_counts_only_episode_starts():
+    spec = ROBOTS["aloha"]
+    s = EV.Scorer("ar", spec.arms)
+    off = np.array([0, 0.1, 0])
+    uv = [np.full((4, 2), 10.0)] * 2
+    s.add(_kf(0, [_line(0), _line(0)]), EV.Prediction("reach.", [_line(0), _line(off)], uv, {}))
+    s.add(_kf(3, [_line(0), _line(0)]), EV.Prediction("reach.", [_line(off), _line(off)], uv, {}))
+    r = s.row()
+    assert r["fde_3d_m_first_keyframe"] == pytest.approx(0.05)  # (0 + 0.1) / 2 arms at index 0 only
+    assert r["fde_3d_m"] == pytest.approx(0.3 / 4)
+    assert EV.Scorer("ar", spec.arms).row()["fde_3d_m_first_keyframe"] is None
+    assert "FDE t=0 cm" in EV.format_table([r])
