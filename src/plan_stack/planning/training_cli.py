@@ -92,7 +92,7 @@ RECIPES: dict[str, Recipe] = {
     # heads: every train episode, noise on the input state, 3,000 steps (~4 steps/s loaded): closed-loop success
     # of the plain head on the tuning seeds (eval-head, annotated plans) went 0 -> 43-57 % (docs/closed_loop.md)
     # target: ~4 epochs of the 165 train + ~115 successful recovery episodes (planner only)
-    "aloha": Recipe(target_steps=1200, eval_every=300, drafter_steps=450, head_steps=3000, head_episodes=165,
+    "aloha": Recipe(target_steps=1200, eval_every=300, drafter_steps=900, head_steps=3000, head_episodes=165,
                     head_state_noise=(0.05,)),
     # franka/drive: sized to ~25-30 min each while both trained side by side on the shared machine
     "franka": Recipe(target_steps=300, eval_every=300, drafter_steps=50, head_steps=200, head_episodes=20),
