@@ -174,6 +174,16 @@ def _node(ctx, **params):
         Parameter(k, value=v) for k, v in base.items() if v is not None])  # None: the default
 
 
+def _measuring_reference_start(ex, node, peer) -> np.ndarray:
+    """Wait until the peer and the node see each other and the node has measured the reference's start
+    (the peer publishing it meanwhile); returns the reference."""
+    assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                      and peer.states.get_subscription_count() > 0, 20.0)
+    ref = _reference()
+    assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+    return ref
+
+
 def test_measured_joints_far_from_the_active_trajectory_re_anchor_the_next_one():
     with ros_context() as ctx:
         # The tolerance is above the reference's whole excursion from its start (<= 0.2 rad), so a state held at
@@ -181,10 +191,7 @@ def test_measured_joints_far_from_the_active_trajectory_re_anchor_the_next_one()
         node = _node(ctx, reanchor_tolerance=0.3)
         peer = _Peer(context=ctx)
         with executor_with(ctx, node, peer) as ex:
-            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
-                              and peer.states.get_subscription_count() > 0, 20.0)
-            ref = _reference()
-            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            ref = _measuring_reference_start(ex, node, peer)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             # Close to the trajectory: stitched onto it, no re-anchoring.
@@ -218,10 +225,7 @@ def test_a_goal_the_bridge_aborts_re_anchors_the_next_trajectory():
 
         server = ActionServer(peer, ExecuteTrajectory, "/bridge/execute_trajectory", execute)
         with executor_with(ctx, node, peer) as ex:
-            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
-                              and peer.states.get_subscription_count() > 0, 20.0)
-            ref = _reference()
-            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            ref = _measuring_reference_start(ex, node, peer)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: node._refused is not None, 20.0)
             assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node._measured[1], ref[0]))[1], 15.0)
@@ -408,10 +412,7 @@ def test_ok_outcomes_are_reported_once_a_period_and_the_latest_always_arrives():
         node = _node(ctx, diagnostics_period_s=0.5, reanchor_tolerance=0.0)
         peer = _Peer(context=ctx)
         with executor_with(ctx, node, peer) as ex:
-            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
-                              and peer.states.get_subscription_count() > 0, 20.0)
-            ref = _reference()
-            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            ref = _measuring_reference_start(ex, node, peer)
             for k in range(1, 4):
                 peer.chunks.publish(peer.chunk(ref))
                 assert spin_until(ex, lambda k=k: len(peer.trajs) == k, 15.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from plan_stack.embodiments.aloha.model import (
 )
 
 __all__ = ["Waypoint", "Subtask", "ExpertEpisode", "Pulse", "waypoints_for", "plan_episode", "recovery_pulses",
-           "replay", "demonstrate"]
+           "pushed", "replay", "demonstrate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,6 +324,12 @@ def recovery_pulses(episode: ExpertEpisode, scale: float) -> list[Pulse]:
             offsets[:, [7 * a + j for j in PUSHED_JOINTS]] = shape[:, None] * amplitude
             pulses.append(Pulse(arm, onset, offsets))
     return sorted(pulses, key=lambda p: p.onset_s)
+
+
+def pushed(episode: ExpertEpisode, pulses: Sequence[Pulse]) -> ExpertEpisode:
+    """The episode with `pulses` added to its commands (stack units)."""
+    return dataclasses.replace(episode, commands=episode.commands + sum(
+        (p.offsets for p in pulses), np.zeros_like(episode.commands)))
 
 
 def replay(episode: ExpertEpisode, sim=None, on_step=None) -> int:

@@ -77,7 +77,7 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
     pushes that have begun by then and none of the later ones (a physics-only replay per push onset),
     so a label never predicts a push it could not see.
     """
-    from plan_stack.embodiments.aloha.expert import plan_episode, recovery_pulses
+    from plan_stack.embodiments.aloha.expert import plan_episode, pushed, recovery_pulses
     from plan_stack.embodiments.aloha.sim import AlohaSim, CameraRenderer
 
     stem = f"{task}_{seed:04d}"
@@ -85,7 +85,7 @@ def record_episode(task: str, seed: int, out_dir: str | os.PathLike, options: Re
     episode = plan_episode(task, seed, dt_s=options.dt_s)
     perturbation = getattr(options, "perturbation", 0.0)
     pulses = recovery_pulses(episode, perturbation) if perturbation else []
-    stack_commands = episode.commands + sum((p.offsets for p in pulses), np.zeros_like(episode.commands))
+    stack_commands = pushed(episode, pulses).commands
     sim = AlohaSim(task, offscreen_size=(options.width, options.height)) if sim is None else sim
     renderer = CameraRenderer(sim, options.width, options.height)
     writer = BagWriter(bag_path, topics_for(sim.task.objects, perturbed=bool(pulses)))
@@ -153,22 +153,17 @@ def _labels_without_later_pushes(sim, episode, pulses, keyframe_times, tcp: np.n
     Physics is deterministic, so a replay with fewer pushes follows the recorded run up to the first
     push it leaves out; no rendering is needed.
     """
+    from plan_stack.embodiments.aloha.expert import pushed, replay
+
     if not pulses:
         return None
-    substeps = int(round(episode.dt_s / sim.timestep_s))
     tracks: dict[int, np.ndarray] = {len(pulses): tcp}
     labels = []
     for t_kf in keyframe_times:
         begun = sum(p.onset_s <= t_kf + 1e-9 for p in pulses)
         if begun not in tracks:
-            commands = stack_to_joint(episode.commands + sum((p.offsets for p in pulses[:begun]),
-                                                             np.zeros_like(episode.commands)))
-            sim.reset(object_poses=episode.object_poses)
-            track = [sim.tcp_positions()]
-            for q in commands:
-                sim.set_command(q)
-                sim.step(substeps)
-                track.append(sim.tcp_positions())
+            track = [tcp[0]]  # the same reset start as the recording's
+            replay(pushed(episode, pulses[:begun]), sim, on_step=lambda k, s, track=track: track.append(s.tcp_positions()))
             tracks[begun] = np.array(track)
         labels.append(tracks[begun])
     return labels
