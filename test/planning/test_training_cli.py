@@ -71,3 +71,27 @@ def test_gate_bound_refuses_a_split_without_tracks():
 @pytest.mark.parametrize("robot", sorted(RECIPES))
 def test_heads_train_only_on_splits_the_robot_records(robot):
     assert set(RECIPES[robot].head_extra_splits) <= set(PLANNER_EXTRA_SPLITS.get(robot, {}))
+
+
+def test_selection_keeps_every_episode_start_besides_the_spaced_keyframes():
+    from types import SimpleNamespace
+
+    from plan_stack.planning.training_cli import selection_keyframes
+
+    val = [SimpleNamespace(episode=e, index=i) for e in range(5) for i in range(10)]
+    sel = selection_keyframes(val, 8)
+    assert len(sel) == len({id(k) for k in sel})  # no keyframe twice
+    assert {k.episode for k in sel if k.index == 0} == set(range(5))  # every start, spaced or not
+    assert sel[:8] == val[::6][:8]  # the spaced ones first, as before
+
+
+def test_located_centre_is_the_first_box_objects_centre_in_image_fractions():
+    from types import SimpleNamespace
+
+    from plan_stack.data.episodes import ROBOTS
+    from plan_stack.planning.training_cli import located_centre
+
+    kf = SimpleNamespace(boxes={"box": (100.0, 50.0, 110.0, 70.0)}, camera_size=(200, 100))
+    assert located_centre(kf, ROBOTS["aloha"]) == (0.525, 0.6)
+    assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), ROBOTS["aloha"]) is None
+    assert located_centre(kf, ROBOTS["drive"]) is None  # no located object for driving

@@ -1,6 +1,8 @@
 """Target training: loss falls on a tiny model, resume is exact and refuses other data, best model is kept."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -152,3 +154,77 @@ def test_soft_coordinate_targets_train_towards_the_labelled_bins(tmp_path):
     n_prompt = model.encode("pick up", [items[0].images]).input_ids.numel()
     picked = logits[:, n_prompt - 1, coord].argmax(dim=1).tolist()
     assert all(abs(p - (100 + 200 * i)) <= 8 for i, p in enumerate(picked)), picked
+
+
+def _located_items(model, n=16, seed=0):
+    """A white square in one of the 4 quadrants of a black image; the response names nothing about it."""
+    rng = np.random.default_rng(seed)
+    tok = model.target.tokenizer
+    out = []
+    for _ in range(n):
+        qx, qy = rng.integers(0, 2, size=2)
+        img = np.zeros((32, 32, 3), np.uint8)
+        img[16 * qy + 5:16 * qy + 11, 16 * qx + 5:16 * qx + 11] = 255
+        resp = tok.encode("pick. ", add_special_tokens=False) + [tok.eos_token_id]
+        out.append(TrainItem([img], "pick up", resp, ((16 * qx + 8) / 32, (16 * qy + 8) / 32)))
+    return out
+
+
+def _vl_model(patch=8, seed=5):
+    target = tiny_target("vl", layers=2, vision_patch=patch, seed=seed)
+    return PlannerModel("unsaved", target, None, {"cameras": ["c"], "image_size": [32, 32]})
+
+
+def test_locate_head_places_the_centre_inside_the_chosen_token():
+    from plan_stack.planning.training_target import LocateHead
+
+    head = LocateHead(4)
+    with torch.no_grad():
+        head.proj.weight.zero_()
+        head.proj.bias.zero_()
+        head.proj.weight[0, 0] = 50.0  # the token whose feature 0 is large wins the softmax
+        head.proj.weight[1, 1] = 1.0  # feature 1 moves u inside the token, saturating at its edge
+    tokens = torch.zeros(6, 4)  # a 2 x 3 merged grid, row-major
+    tokens[4, 0] = 1.0  # row 1, column 1: centre (0.5, 0.75)
+    torch.testing.assert_close(head(tokens, (2, 3)), torch.tensor([0.5, 0.75]), atol=1e-4, rtol=0)
+    tokens[4, 1] = 100.0
+    u, v = head(tokens, (2, 3)).tolist()
+    assert u == pytest.approx(0.5 + 0.5 / 3, abs=1e-3) and v == pytest.approx(0.75, abs=1e-4)
+
+
+def test_localisation_loss_teaches_the_vision_tower_where_the_object_is(tmp_path):
+    model = _vl_model()
+    items = _located_items(model)
+    cfg = TargetTrainConfig(steps=60, batch_size=8, lr=3e-3, checkpoint_every=0, eval_every=0, augment=False,
+                            locate_weight=10.0)
+    res = train_target(model, items, cfg, tmp_path, log=lambda s: None)
+    first, last = np.mean(res["locate_losses"][:5]), np.mean(res["locate_losses"][-5:])
+    assert last < 0.3 * first, (first, last)  # blind (the mean centre) is 0.125 in squared image fractions
+    assert last < 0.03, last
+    assert res["locate_rms"] == pytest.approx(np.sqrt(np.mean(res["locate_losses"][-50:])))
+    hooks = model.target.model.model.visual._forward_hooks
+    assert not hooks  # the training hook is gone: inference runs the plain model
+
+
+def test_localisation_state_resumes_and_mismatches_are_refused(tmp_path):
+    items = _located_items(_vl_model(), n=6)
+    cfg = TargetTrainConfig(steps=4, batch_size=3, lr=3e-3, checkpoint_every=2, eval_every=0, locate_weight=1.0)
+    straight = _vl_model()
+    a = train_target(straight, items, cfg, tmp_path / "s", data_id={"d": 1}, log=lambda s: None)
+    half = _vl_model()
+    train_target(half, items, dataclasses.replace(cfg, steps=2), tmp_path / "h", data_id={"d": 1},
+                 log=lambda s: None)
+    state = torch.load(tmp_path / "h" / "target_state.pt", weights_only=False)
+    assert state["locate_head"] is not None
+    resumed = _vl_model()
+    b = train_target(resumed, items, cfg, tmp_path / "h", data_id={"d": 1}, resume=True, log=lambda s: None)
+    assert len(b["locate_losses"]) == 2
+    np.testing.assert_allclose(b["locate_losses"], a["locate_losses"][2:], rtol=1e-4)
+    plain = dataclasses.replace(cfg, locate_weight=0.0)
+    train_target(_vl_model(), items, dataclasses.replace(plain, steps=2), tmp_path / "p", data_id={"d": 1},
+                 log=lambda s: None)
+    with pytest.raises(PlanningError, match="without the localisation head"):
+        train_target(_vl_model(), items, cfg, tmp_path / "p", data_id={"d": 1}, resume=True, log=lambda s: None)
+    unlocated = [TrainItem(it.images, it.instruction, it.response) for it in items]
+    with pytest.raises(PlanningError, match="no training sample has a located object"):
+        train_target(_vl_model(), unlocated, cfg, tmp_path / "u", log=lambda s: None)

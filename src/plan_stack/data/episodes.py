@@ -45,8 +45,10 @@ class RobotSpec:
 
 ROBOTS: dict[str, RobotSpec] = {
     # 3D only: on the shared 2-core machine the 2D half (+44 tokens per plan) did not fit the time budget
+    # the cube's box first: the only primitive that places the plan before the arm moves (without it no
+    # trained target read the cube at t=0)
     "aloha": RobotSpec("aloha", "plan_stack.aloha_annotation/1", ("cam_high",), "dual_3d", ("left", "right"),
-                       frame_id="cam_high_optical_frame"),
+                       box_objects=("box",), frame_id="cam_high_optical_frame"),
     "franka": RobotSpec("franka", "plan_stack.franka_annotation/1", ("external",), "robot_2d3d", ("single",),
                         box_objects=("cube",), frame_id="external_camera_optical_frame"),
     "drive": RobotSpec("drive", "plan_stack.drive_annotation/1", ("front",), "drive_2d3d", ("",),

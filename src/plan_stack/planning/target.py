@@ -403,11 +403,12 @@ def _mrope_section(head_dim: int) -> list[int]:
 
 def tiny_target(kind: str = "text", *, hidden: int = 64, layers: int = 4, heads: int = 4, kv_heads: int = 2,
                 head_dim: int = 16, intermediate: int | None = None, vision_hidden: int = 32,
-                vision_depth: int = 1, seed: int = 0, dtype: torch.dtype = torch.float32,
+                vision_depth: int = 1, vision_patch: int = 16, seed: int = 0, dtype: torch.dtype = torch.float32,
                 tokenizer: Any = None, feature_layers: Sequence[int] | None = None) -> TargetAdapter:
     """A randomly initialised Qwen3 (`text`) or Qwen3-VL (`vl`) target built from a config.
 
-    For tests and benchmarks; the tokenizer is `vocab.build_tokenizer()` unless given.
+    For tests and benchmarks; the tokenizer is `vocab.build_tokenizer()` unless given. `vision_patch`:
+    the ViT's patch edge in pixels (each LLM image token merges 2 x 2 patches).
     """
     import transformers as tf
 
@@ -429,14 +430,14 @@ def tiny_target(kind: str = "text", *, hidden: int = 64, layers: int = 4, heads:
         cfg = tf.Qwen3VLConfig(
             text_config=text,
             vision_config=dict(depth=vision_depth, hidden_size=vision_hidden, intermediate_size=2 * vision_hidden,
-                               num_heads=2, out_hidden_size=hidden, patch_size=16, temporal_patch_size=2,
+                               num_heads=2, out_hidden_size=hidden, patch_size=vision_patch, temporal_patch_size=2,
                                spatial_merge_size=2, deepstack_visual_indexes=[0], num_position_embeddings=256),
             image_token_id=tok.convert_tokens_to_ids(V.IMAGE_PAD),
             vision_start_token_id=tok.convert_tokens_to_ids(V.VISION_START),
             vision_end_token_id=tok.convert_tokens_to_ids(V.VISION_END),
             tie_word_embeddings=True)
         model = tf.Qwen3VLForConditionalGeneration(cfg)
-        processor = tf.Qwen2VLImageProcessorPil(patch_size=16, temporal_patch_size=2, merge_size=2,
+        processor = tf.Qwen2VLImageProcessorPil(patch_size=vision_patch, temporal_patch_size=2, merge_size=2,
                                                 min_pixels=32 * 32, max_pixels=256 * 256)
     else:
         raise PlanningError(f"kind must be 'text' or 'vl', got {kind!r}")

@@ -32,8 +32,8 @@ import torch
 from plan_stack.config import param, validate
 from plan_stack.planning.errors import PlanningError
 
-__all__ = ["TargetTrainConfig", "TrainItem", "collate", "augment", "train_target", "check_resume",
-           "response_loss", "STATE_FILE", "BEST_DIR"]
+__all__ = ["TargetTrainConfig", "TrainItem", "LocateHead", "locate_loss", "collate", "augment", "train_target",
+           "check_resume", "response_loss", "STATE_FILE", "BEST_DIR"]
 
 STATE_FILE = "target_state.pt"
 BEST_DIR = "best"
@@ -51,6 +51,8 @@ class TargetTrainConfig:
     augment: bool = param("photometric augmentation of the images", True)
     checkpoint_every: int = param("steps between resumable checkpoints (0: only at the end)", 100, min=0)
     eval_every: int = param("steps between model-selection evaluations (0: only at the end)", 400, min=0)
+    locate_weight: float = param("weight of the auxiliary localisation loss (squared error of the object's centre "
+                                 "in image fractions; 0: off)", 0.0, min=0.0)
     coord_sigma_bins: float = param("std (in bins) of the Gaussian soft target over the coordinate tokens "
                                     "(0: the exact bin only)", 0.0, min=0.0)
     seed: int = param("random seed", 0)
@@ -66,6 +68,49 @@ class TrainItem:
     images: list[np.ndarray]
     instruction: str
     response: list[int]
+    #: the located object's centre in the first image, (u, v) as fractions of its width and height (None: none)
+    locate: tuple[float, float] | None = None
+
+
+class LocateHead(torch.nn.Module):
+    """Auxiliary head, used in training only: the object's centre from the target's image tokens.
+
+    The LM loss alone never taught a from-scratch vision tower where the cube is (every trained target gave one
+    answer for 20 cube positions; docs/closed_loop.md). This head reads the merged image tokens the LLM sees:
+    a softmax over tokens says which one holds the object, a bounded offset places it inside that token, and
+    the squared error to the annotated centre trains the tower directly. Soft-argmax keeps it translation-
+    equivariant, so it generalises to positions between the training ones.
+    """
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.proj = torch.nn.Linear(width, 3)
+
+    def forward(self, tokens: torch.Tensor, grid_hw: tuple[int, int]) -> torch.Tensor:
+        """[T, width] tokens of one image in row-major merged-grid order -> (u, v) in image fractions."""
+        gh, gw = grid_hw
+        ys, xs = torch.meshgrid((torch.arange(gh, device=tokens.device) + 0.5) / gh,
+                                (torch.arange(gw, device=tokens.device) + 0.5) / gw, indexing="ij")
+        centres = torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1)
+        out = self.proj(tokens.float())
+        weight = torch.softmax(out[:, 0], dim=0)
+        half = torch.tensor([0.5 / gw, 0.5 / gh], device=tokens.device)
+        return (weight[:, None] * (centres + half * torch.tanh(out[:, 1:]))).sum(dim=0)
+
+
+def locate_loss(head: LocateHead, merged: torch.Tensor, grid_thw: torch.Tensor, items: Sequence[TrainItem],
+                merge: int = 2) -> torch.Tensor:
+    """Mean squared centre error over the items with a `locate` target (the first image of each item)."""
+    sizes = (grid_thw.prod(-1) // merge ** 2).tolist()
+    starts = np.cumsum([0] + sizes)
+    errs, image = [], 0
+    for it in items:
+        if it.locate is not None:
+            t, h, w = (int(x) for x in grid_thw[image])
+            pred = head(merged[starts[image]:starts[image + 1]], (h // merge, w // merge))
+            errs.append(((pred - torch.tensor(it.locate, device=pred.device)) ** 2).sum())
+        image += len(it.images)
+    return torch.stack(errs).mean() if errs else merged.new_zeros(())
 
 
 def augment(images: Sequence[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
@@ -170,7 +215,8 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
                  *, data_id: dict | None = None, resume: bool = False, force_resume: bool = False,
                  evaluate: Callable[[Any], float] | None = None, progress: bool = False,
                  log: Callable[[str], None] = print) -> dict:
-    """Train `model.target.model` in place; returns {losses, best_score, best_step, minutes, steps}.
+    """Train `model.target.model` in place; returns {losses, best_score, best_step, minutes, steps, locate_losses,
+    locate_rms} (the last two: the localisation loss per step and its RMS over the last 50 steps, image fractions).
 
     With `evaluate`, the best-scoring weights are saved under `out_dir/best`
     (`save_target` format) and loaded back into the model at the end.
@@ -185,9 +231,21 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     nrng = np.random.default_rng(cfg.seed)
-    decay = [p for n, p in net.named_parameters() if p.ndim >= 2 and "norm" not in n]
-    no_decay = [p for n, p in net.named_parameters() if not (p.ndim >= 2 and "norm" not in n)]
-    for p in net.parameters():
+    locate = cfg.locate_weight > 0 and any(it.locate is not None for it in items)
+    if cfg.locate_weight > 0 and not locate:
+        raise PlanningError("locate_weight > 0 but no training sample has a located object")
+    head = LocateHead(net.config.vision_config.out_hidden_size).to(device) if locate else None
+    captured: dict[str, torch.Tensor] = {}
+    hook = None
+    if head is not None:  # the merged image tokens of the training forward pass, no second vision pass
+        def keep_tokens(_module: Any, _args: Any, output: Any) -> None:
+            captured["merged"] = output.pooler_output
+        hook = net.model.visual.register_forward_hook(keep_tokens)
+    params = list(net.named_parameters()) + ([(f"locate.{n}", p) for n, p in head.named_parameters()]
+                                             if head is not None else [])
+    decay = [p for n, p in params if p.ndim >= 2 and "norm" not in n]
+    no_decay = [p for n, p in params if not (p.ndim >= 2 and "norm" not in n)]
+    for _, p in params:
         p.requires_grad_(True)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, cfg.beta2))
@@ -201,6 +259,11 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         state = torch.load(state_path, weights_only=False, map_location="cpu")
         check_resume(state.get("data_id"), data_id, force_resume, f"{state_path}")
         net.load_state_dict(state["model"])
+        if head is not None:
+            if state.get("locate_head") is None:
+                raise PlanningError(f"{state_path}: saved without the localisation head; resume with the same "
+                                    "locate_weight or start a new output directory")
+            head.load_state_dict(state["locate_head"])
         opt.load_state_dict(state["optimizer"])
         step0, best, best_step = int(state["step"]), float(state["best"]), int(state["best_step"])
         rng.setstate(state["rng"])
@@ -209,6 +272,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         order, elapsed0 = list(state["order"]), float(state.get("minutes", 0.0)) * 60
         log(f"resumed at step {step0} (best {best:.4f} at step {best_step})")
     losses: list[float] = []
+    locate_errs: list[float] = []  # squared centre error (image fractions) per step, training batches
     bar = None
     if progress:
         from tqdm import tqdm
@@ -218,7 +282,8 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
 
     def save_state(done: int) -> None:
         tmp = state_path + ".tmp"
-        torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": done, "best": best,
+        torch.save({"model": net.state_dict(), "locate_head": head.state_dict() if head is not None else None,
+                    "optimizer": opt.state_dict(), "step": done, "best": best,
                     "best_step": best_step, "rng": rng.getstate(), "nrng": nrng.bit_generator.state,
                     "torch_rng": torch.get_rng_state(), "order": order, "data_id": data_id,
                     "minutes": (elapsed0 + time.monotonic() - t_start) / 60}, tmp)
@@ -246,7 +311,8 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         idx, order = order[:cfg.batch_size], order[cfg.batch_size:]
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, cfg)
-        batch = collate(model, [items[i] for i in idx], nrng if cfg.augment else None)
+        chosen = [items[i] for i in idx]
+        batch = collate(model, chosen, nrng if cfg.augment else None)
         if cfg.coord_sigma_bins > 0:
             labels = batch.pop("labels").to(device)
             out = net(**{k: v.to(device) for k, v in batch.items()})
@@ -254,6 +320,10 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         else:
             out = net(**{k: v.to(device) for k, v in batch.items()})
             loss = out.loss
+        if head is not None and "merged" in captured:
+            aux = locate_loss(head, captured.pop("merged"), batch["image_grid_thw"], chosen)
+            locate_errs.append(float(aux.detach()))
+            loss = loss + cfg.locate_weight * aux
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
@@ -263,7 +333,8 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         done = step + 1
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", **({"locate_px224": f"{224 * math.sqrt(locate_errs[-1]):.1f}"}
+                                                          if locate_errs else {}))
         if cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps:
             run_eval(done)
         if done == cfg.steps:
@@ -272,6 +343,8 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
             save_state(done)
     if bar is not None:
         bar.close()
+    if hook is not None:
+        hook.remove()
     net.eval()
     for p in net.parameters():
         p.requires_grad_(False)
@@ -279,4 +352,6 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     if evaluate is not None and os.path.isdir(best_dir):
         net.load_state_dict(load_target(best_dir).model.state_dict())
     minutes = (elapsed0 + time.monotonic() - t_start) / 60
-    return {"losses": losses, "best_score": best, "best_step": best_step, "minutes": minutes, "steps": cfg.steps}
+    return {"losses": losses, "best_score": best, "best_step": best_step, "minutes": minutes, "steps": cfg.steps,
+            "locate_losses": locate_errs,
+            "locate_rms": math.sqrt(float(np.mean(locate_errs[-50:]))) if locate_errs else None}
