@@ -106,7 +106,7 @@ def locate_loss(head: LocateHead, merged: torch.Tensor, grid_thw: torch.Tensor, 
     errs, image = [], 0
     for it in items:
         if it.locate is not None:
-            t, h, w = (int(x) for x in grid_thw[image])
+            _, h, w = (int(x) for x in grid_thw[image])
             pred = head(merged[starts[image]:starts[image + 1]], (h // merge, w // merge))
             errs.append(((pred - torch.tensor(it.locate, device=pred.device)) ** 2).sum())
         image += len(it.images)
@@ -313,6 +313,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
             group["lr"] = _lr_at(step, cfg)
         chosen = [items[i] for i in idx]
         batch = collate(model, chosen, nrng if cfg.augment else None)
+        captured.clear()  # the selection decodes run the tower too: only this step's tokens may be read
         if cfg.coord_sigma_bins > 0:
             labels = batch.pop("labels").to(device)
             out = net(**{k: v.to(device) for k, v in batch.items()})
@@ -321,7 +322,8 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
             out = net(**{k: v.to(device) for k, v in batch.items()})
             loss = out.loss
         if head is not None and "merged" in captured:
-            aux = locate_loss(head, captured.pop("merged"), batch["image_grid_thw"], chosen)
+            aux = locate_loss(head, captured.pop("merged"), batch["image_grid_thw"], chosen,
+                              net.config.vision_config.spatial_merge_size)
             locate_errs.append(float(aux.detach()))
             loss = loss + cfg.locate_weight * aux
         opt.zero_grad(set_to_none=True)
