@@ -90,3 +90,46 @@ def test_a_killed_runner_leaves_no_node_process(tmp_path, sig):
             runner.kill()
         for p in _alive(seen.values()) if "seen" in locals() else []:
             p.kill()
+
+
+@pytest.mark.ros
+def test_start_up_probe_resends_a_call_whose_reply_was_lost(monkeypatch):
+    """A node's first list_parameters reply never arrives (as when rmw drops it on a loaded machine):
+    the start-up wait asks again and sees the node up, instead of failing the episode."""
+    import threading
+    import time
+    import types
+
+    from rcl_interfaces.srv import ListParameters
+    from rclpy.callback_groups import ReentrantCallbackGroup
+    from rclpy.node import Node
+
+    from plan_stack.closed_loop import episode
+    from plan_stack.ros.testing import executor_with, ros_context
+
+    monkeypatch.setattr(episode, "SERVICE_RETRY_S", 0.5)
+    release, calls = threading.Event(), []
+
+    def serve(request, response):
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            release.wait(30.0)  # the first reply is held back until the test ends
+        return response
+
+    with ros_context() as ctx:
+        server = Node("slow_node", context=ctx, start_parameter_services=False)
+        server.create_service(ListParameters, "/slow_node/list_parameters", serve,
+                              callback_group=ReentrantCallbackGroup())
+        client = Node("probe", context=ctx)
+        with executor_with(ctx, server, client, threads=4) as ex:
+            spinner = threading.Thread(target=ex.spin, daemon=True)
+            spinner.start()
+            try:
+                t0 = time.monotonic()
+                missing = episode._Monitor.wait_for_nodes(types.SimpleNamespace(node=client), ["slow_node"], 8.0,
+                                                          lambda: None)
+                waited = time.monotonic() - t0
+            finally:
+                release.set()
+    assert missing == [] and len(calls) >= 2, (missing, len(calls))
+    assert waited < 6.0

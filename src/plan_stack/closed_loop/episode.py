@@ -74,6 +74,8 @@ ROBOTS: dict[str, RobotSetup] = {
 
 #: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 240.0
+#: A start-up probe (a node's list_parameters call) unanswered this long is sent again (wall s).
+SERVICE_RETRY_S = 5.0
 #: How long the processes get to stop after SIGINT before they are killed (wall s).
 STOP_TIMEOUT_S = 20.0
 #: Slack on the measured joint state before it counts as outside its URDF limit (rad, rad/s factor).
@@ -500,19 +502,26 @@ class _Monitor:
         self.executor.add_node(rec)
 
     def wait_for_nodes(self, names: list[str], timeout_s: float, dead) -> list[str]:
-        """Wait until every node answers its parameter service (constructed, models loaded, spinning)."""
+        """Wait until every node answers its parameter service (constructed, models loaded, spinning).
+
+        A call unanswered after `SERVICE_RETRY_S` is sent again: on a loaded machine the server's
+        response can be dropped ("failed to send response (timeout)"), and one lost reply must not
+        fail the episode's start.
+        """
         from rcl_interfaces.srv import ListParameters
 
         pending = set(names)
         clients: dict[str, Any] = {n: self.node.create_client(ListParameters, f"/{n}/list_parameters") for n in names}
-        calls: dict[str, Any] = {}
+        calls: dict[str, tuple[Any, float]] = {}
         deadline = time.monotonic() + timeout_s
         while pending and time.monotonic() < deadline and not dead():
+            now = time.monotonic()
             for name in list(pending):
-                if name not in calls and clients[name].service_is_ready():
-                    calls[name] = clients[name].call_async(ListParameters.Request())
-                if name in calls and calls[name].done():
+                call = calls.get(name)
+                if call is not None and call[0].done():
                     pending.discard(name)
+                elif (call is None or now - call[1] > SERVICE_RETRY_S) and clients[name].service_is_ready():
+                    calls[name] = (clients[name].call_async(ListParameters.Request()), now)
             time.sleep(0.1)
         return sorted(pending)  # clients stay: destroying them under the spinning executor races it
 

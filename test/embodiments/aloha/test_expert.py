@@ -24,6 +24,26 @@ def test_episode_is_deterministic_and_well_formed():
     assert np.max(np.abs(np.diff(a.commands[:5, :6], axis=0))) < 0.05
 
 
+def test_expert_commands_and_replayed_joints_stay_within_the_urdf_velocity_limits():
+    """Seeds 1 and 3 pass the wrist near-singularity: undamped, their roll commands spun at 7.6 and 7.2 rad/s."""
+    from plan_stack.embodiments.aloha.bridge import find_urdf
+    from plan_stack.embodiments.aloha.model import GRIPPER_INDICES, JOINT_NAMES
+    from plan_stack.embodiments.validation import limits_from_urdf
+
+    urdf = limits_from_urdf(find_urdf())
+    arm = [j for j in range(14) if j not in GRIPPER_INDICES]
+    v_max = np.array([urdf[JOINT_NAMES[j]][2] for j in arm])
+    sim = AlohaSim("transfer_cube")
+    for seed in (1, 3):
+        episode = plan_episode("transfer_cube", seed)
+        commanded = np.abs(np.diff(episode.commands[:, arm], axis=0)) / episode.dt_s
+        assert np.all(commanded <= v_max), (seed, commanded.max(axis=0))
+        measured: list[np.ndarray] = []
+        reward = replay(episode, sim, on_step=lambda k, s: measured.append(s.joint_velocities()[arm]))
+        assert reward == 4, seed
+        assert np.all(np.abs(np.array(measured)) <= v_max), (seed, np.abs(np.array(measured)).max(axis=0))
+
+
 def test_insertion_expert_succeeds_in_at_least_4_of_5_seeds():
     sim = AlohaSim("insertion")
     rewards = [replay(plan_episode("insertion", seed), sim) for seed in range(5)]

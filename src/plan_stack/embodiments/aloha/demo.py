@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from typing import Any
@@ -131,6 +132,9 @@ def run_demo(out: str, task: str = "transfer_cube", seed: int = 0, real_time_fac
     from plan_stack.ros.trajectory import trajectory_to_msg
 
     stem = f"demo_{task}_{seed:04d}"
+    previous = os.path.join(out, stem)
+    if os.path.isdir(previous):  # this demo's own earlier run: replaced, as `make demo` replaces its own
+        shutil.rmtree(previous)
     bag_path = new_bag_path(out, stem)
     out_dir = bag_path.parent
     limits = load_limits(AlohaBridgeConfig())
