@@ -26,13 +26,11 @@ def test_episode_is_deterministic_and_well_formed():
 
 def test_expert_commands_and_replayed_joints_stay_within_the_urdf_velocity_limits():
     """Seeds 1 and 3 pass the wrist near-singularity: undamped, their roll commands spun at 7.6 and 7.2 rad/s."""
-    from plan_stack.embodiments.aloha.bridge import find_urdf
-    from plan_stack.embodiments.aloha.model import GRIPPER_INDICES, JOINT_NAMES
-    from plan_stack.embodiments.validation import limits_from_urdf
+    from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits
+    from plan_stack.embodiments.aloha.model import GRIPPER_INDICES
 
-    urdf = limits_from_urdf(find_urdf())
     arm = [j for j in range(14) if j not in GRIPPER_INDICES]
-    v_max = np.array([urdf[JOINT_NAMES[j]][2] for j in arm])
+    v_max = np.asarray(load_limits(AlohaBridgeConfig()).v_max)[arm]  # the URDF's, velocity_scale 1.0
     sim = AlohaSim("transfer_cube")
     for seed in (1, 3):
         episode = plan_episode("transfer_cube", seed)

@@ -48,7 +48,7 @@ from plan_stack.embodiments.camera import CameraModel, optical_pose, pinhole_mod
 
 __all__ = [
     "ARMS", "ARM_JOINTS", "JOINT_NAMES", "CAMERAS", "TASKS", "TaskSpec",
-    "GRIPPER_OPEN_M", "GRIPPER_CLOSE_M", "WELD_SOLIMP", "EE_ROLL_DAMPING", "AlohaModelError",
+    "GRIPPER_OPEN_M", "GRIPPER_CLOSE_M", "WELD_SOLIMP", "EE_ROLL_DAMPING", "EE_DAMPED_JOINTS", "AlohaModelError",
     "asset_dir", "load_model", "camera_model", "camera_pose",
     "gripper_to_joint", "gripper_from_joint", "stack_to_joint", "joint_to_stack",
 ]
