@@ -17,6 +17,15 @@ def test_episode_config_sets_seed_time_and_planner():
     assert "viz" not in nodes
 
 
+def test_a_graph_without_a_chunker_is_not_paced_to_chunks():
+    # driving: nothing publishes action_chunk, so a chunk gate would keep the simulator's clock at 0
+    opts = dict(pace_chunk_lead_s=0.6, pace_plan_lead_s=1.0)
+    drive = episode_config(EpisodeOptions("drive", 100000, **opts))["nodes"]["drive_sim"]["parameters"]
+    assert (drive["pace_chunk_lead_s"], drive["pace_plan_lead_s"]) == (0.0, 1.0)
+    aloha = episode_config(EpisodeOptions("aloha", 100000, **opts))["nodes"]["aloha_sim"]["parameters"]
+    assert (aloha["pace_chunk_lead_s"], aloha["pace_plan_lead_s"]) == (0.6, 1.0)
+
+
 def test_gt_plans_drop_the_planner_and_bad_overrides_are_named():
     assert "planner" not in episode_config(EpisodeOptions("aloha", 1, gt_plans=True))["nodes"]
     with pytest.raises(ValueError, match="nosuch"):

@@ -28,6 +28,21 @@ def test_stages_are_measured_per_stamp_and_chained():
     assert log.plan_age_s == pytest.approx([0.0, 0.1])  # the chunk of s2 used the plan of s1
 
 
+def test_a_trajectory_stamped_with_its_plan_is_timed_from_the_plan():
+    # driving: drive_bridge answers each plan with a DriveTrajectory carrying the plan's stamp
+    log = LatencyLog()
+    s1 = 2_000_000_000
+    log.camera(s1, 20.000)
+    log.observation(s1, 20.010)
+    log.plan(s1, 20.210)
+    log.stamped_trajectory(s1, 20.225)
+    log.stamped_trajectory(s1 + 1, 20.5)  # no plan or camera of that stamp: no sample
+    out = log.summary()
+    assert out["bridge_latency_p50_ms"] == pytest.approx(15.0)
+    assert out["e2e_latency_p50_ms"] == pytest.approx(225.0)
+    assert out["stitcher_latency_p50_ms"] is None
+
+
 def test_nothing_measured_is_none_not_zero():
     out = LatencyLog().summary()
     assert set(out.values()) == {None}

@@ -66,7 +66,8 @@ def summarize(rows: list[dict]) -> dict:
                limit_violations=sum(int(r.get("limit_violations") or 0) for r in rows),
                bridge_rejections=sum(int(r.get("bridge_rejections") or 0) for r in rows))
     for key in ("e2e_latency_p50_ms", "e2e_latency_p95_ms", "planner_latency_p50_ms", "chunker_latency_p50_ms",
-                "stitcher_latency_p50_ms", "ingest_latency_p50_ms", "plan_age_p50_s", "sim_time_s", "wall_s"):
+                "stitcher_latency_p50_ms", "bridge_latency_p50_ms", "ingest_latency_p50_ms", "plan_age_p50_s",
+                "sim_time_s", "wall_s"):
         out[f"median_{key}"] = _median(r.get(key) for r in ran)
     return out
 

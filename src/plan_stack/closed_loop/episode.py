@@ -131,6 +131,10 @@ def episode_config(opts: EpisodeOptions) -> dict:
                pace_timeout_s=float(opts.pace_timeout_s))
     for name in [n for n, spec in nodes.items() if spec.get("executable") == "viz"]:
         del nodes[name]
+    if not any(spec.get("executable") == "chunker" for spec in nodes.values()):
+        # nothing answers on action_chunk (driving: the bridge consumes plans): a chunk gate would hold the
+        # simulator's clock at 0 for ever, waiting for a publisher that never comes
+        sim["pace_chunk_lead_s"] = 0.0
     planners = [n for n, spec in nodes.items() if spec.get("executable") == "planner"]
     if opts.gt_plans:
         for name in planners:
@@ -362,6 +366,10 @@ class _Monitor:
         n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
         n.create_subscription(Log, "/rosout", self._on_log, RELIABLE_QOS)
         robot = registry.robot(self.opts.robot)
+        if robot.bridge_limits is None:  # driving: drive_bridge answers each plan with a DriveTrajectory
+            from plan_stack.msg import DriveTrajectory
+
+            n.create_subscription(DriveTrajectory, "/drive_trajectory", self._on_drive_trajectory, RELIABLE_QOS)
         if robot.bridge_command_topic:
             n.create_subscription(JointTrajectory, robot.bridge_command_topic,
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
@@ -412,6 +420,10 @@ class _Monitor:
             self._count("trajectory_limit_violations")
             with self.lock:
                 self.first_violation = self.first_violation or f"trajectory: {why}"
+
+    def _on_drive_trajectory(self, msg) -> None:
+        self.lat.stamped_trajectory(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic())
+        self._count("trajectories")
 
     def _on_joint_states(self, msg) -> None:
         if self.limits is None or not registry.robot(self.opts.robot).checks_joint_states:

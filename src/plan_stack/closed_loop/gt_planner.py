@@ -29,6 +29,7 @@ from geometry_msgs.msg import Point
 from rclpy.node import Node
 
 from plan_stack.actions.demos import keyframe_in_force
+from plan_stack.embodiments import registry
 from plan_stack.msg import Observation, PlanFeatures, Primitive, VisualPlan
 from plan_stack.ros.image import image_to_numpy
 from plan_stack.ros.qos import RELIABLE_QOS
@@ -38,17 +39,18 @@ __all__ = ["GroundTruthPlanner", "expert_keyframes"]
 
 
 def expert_keyframes(robot: str, task: str, seed: int, image_size: tuple[int, int]) -> list:
-    """The annotated keyframes of the scripted expert's episode of `seed` (recorded into a temporary folder)."""
+    """The annotated keyframes of the scripted expert's episode of `seed`, recorded into a temporary folder
+    by the robot's own recorder (`plan-stack record-demos`, the options the planner's data was recorded
+    with: 224 px, cameras at 2 Hz)."""
     from plan_stack.data.episodes import ROBOTS, load_episode_keyframes
-    from plan_stack.data.recording import RecordOptions
 
-    if robot != "aloha":
-        raise ValueError(f"--gt-plans: only ALOHA has a ground-truth plan source here, not {robot!r}")
-    from plan_stack.embodiments.aloha.recording import record_episode
-
+    if not ROBOTS[robot].action_head:
+        raise ValueError(f"--gt-plans: the {robot} stack has no action head to feed ground-truth plan features")
+    entry = registry.robot(robot)
+    options = entry.load(entry.record_options)(width=224, height=224, camera_rate_hz=2.0)
     with tempfile.TemporaryDirectory(prefix="plan_stack_gt_") as tmp:
-        record_episode(task, seed, tmp, RecordOptions(width=224, height=224, camera_rate_hz=2.0))
-        return load_episode_keyframes(f"{tmp}/{task}_{seed:04d}.json", ROBOTS[robot], image_size,
+        annotation = entry.recorder(task, tmp, 224, 224)(seed, options)
+        return load_episode_keyframes(f"{tmp}/{annotation['bag']}.json", ROBOTS[robot], image_size,
                                       successful_only=False)
 
 
@@ -66,7 +68,7 @@ class GroundTruthPlanner(Node):
         super().__init__("gt_planner", parameter_overrides=[Parameter("use_sim_time", value=True)], **kwargs)
         nodes = raw_config["nodes"]
         sim = next(spec for spec in nodes.values() if spec.get("executable", "").endswith("_sim"))
-        task = sim.get("parameters", {}).get("task", "transfer_cube")
+        task = sim.get("parameters", {}).get("task") or registry.robot(robot).tasks[0]
         planner = _planner_parameters(robot)
         torch.set_num_threads(int(planner.get("torch_threads", 1)))
         self.model = load_planner_model(find_data("models", planner.get("model_dir", robot)))

@@ -10,7 +10,10 @@ one trajectory). Stages, in wall milliseconds at the observer:
   chunker uses the newest plan it has)
 * chunker: Observation -> ActionChunk with its stamp
 * stitcher: ActionChunk -> the next trajectory
-* end_to_end: camera image -> the trajectory answering the chunk of that stamp
+* bridge (driving, which has no chunker or stitcher): VisualPlan -> the
+  DriveTrajectory with its stamp (`drive_bridge` stamps it with the plan's)
+* end_to_end: camera image -> the trajectory answering the chunk (driving: the
+  plan) of that stamp
 
 `plan_age_s` is, per chunk, how old (sim time) the newest plan was against the
 chunk's observation: what a slow planner costs the head.
@@ -21,7 +24,7 @@ import numpy as np
 
 __all__ = ["STAGES", "LatencyLog", "percentiles"]
 
-STAGES = ("ingest", "planner", "chunker", "stitcher", "end_to_end")
+STAGES = ("ingest", "planner", "chunker", "stitcher", "bridge", "end_to_end")
 
 
 def percentiles(values, qs=(50, 95)) -> list[float | None]:
@@ -39,6 +42,7 @@ class LatencyLog:
         self._observation: dict[int, float] = {}
         self._chunk: tuple[int, float] | None = None  # newest chunk not yet answered
         self._plan_stamp: int | None = None
+        self._plan: dict[int, float] = {}
         self.samples: dict[str, list[float]] = {s: [] for s in STAGES}
         self.plan_age_s: list[float] = []
 
@@ -57,6 +61,7 @@ class LatencyLog:
             self.samples["ingest"].append(1e3 * (wall - self._camera[stamp]))
 
     def plan(self, stamp: int, wall: float) -> None:
+        self._put(self._plan, stamp, wall)
         if stamp in self._observation:
             self.samples["planner"].append(1e3 * (wall - self._observation[stamp]))
         if self._plan_stamp is None or stamp > self._plan_stamp:
@@ -75,6 +80,13 @@ class LatencyLog:
         stamp, chunk_wall = self._chunk
         self._chunk = None
         self.samples["stitcher"].append(1e3 * (wall - chunk_wall))
+        if stamp in self._camera:
+            self.samples["end_to_end"].append(1e3 * (wall - self._camera[stamp]))
+
+    def stamped_trajectory(self, stamp: int, wall: float) -> None:
+        """A trajectory stamped with the plan it answers (driving's `drive_trajectory`)."""
+        if stamp in self._plan:
+            self.samples["bridge"].append(1e3 * (wall - self._plan[stamp]))
         if stamp in self._camera:
             self.samples["end_to_end"].append(1e3 * (wall - self._camera[stamp]))
 

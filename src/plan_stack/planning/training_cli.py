@@ -35,8 +35,8 @@ from plan_stack.engines.device import EngineError, add_device_arguments, placeme
 #: episode seeds per split (record-demos --seed S --episodes N): disjoint, fixed, written into the manifest
 SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "aloha": {"train": (0, 165), "val": (200000, 40), "heldout": (100000, 40), "recovery": (400000, 120)},
-    "franka": {"train": (0, 120), "val": (200000, 6), "heldout": (100000, 10)},
-    "drive": {"train": (0, 60), "val": (200000, 4), "heldout": (100000, 8)},
+    "franka": {"train": (0, 200), "val": (200000, 20), "heldout": (100000, 20)},
+    "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20)},
 }
 #: splits the planner (target and drafter, not the action heads) trains on besides `train` -> the extra
 #: record-demos options they are recorded with. ALOHA `recovery`: the expert pushed off its path and
@@ -101,9 +101,14 @@ RECIPES: dict[str, Recipe] = {
     # trained on the centre alone stayed at the blind error at t=0 (13 px of 224), with 8 px it reached 1.4 px
     "aloha": Recipe(target_steps=1200, eval_every=300, drafter_steps=900, head_steps=3000, head_episodes=165,
                     head_state_noise=(0.05,), vision_patch=8, target_locate_weight=100.0),
-    # franka/drive: sized to ~25-30 min each while both trained side by side on the shared machine
-    "franka": Recipe(target_steps=300, eval_every=300, drafter_steps=50, head_steps=200, head_episodes=20),
-    "drive": Recipe(target_steps=550, eval_every=450, drafter_steps=50),
+    # franka: ALOHA's recipe (8 px patches, localisation loss on the cube, heads on every train episode with
+    # state noise: 0.05 rad on the joints, 5 mm on the gripper width); the 300-step target and heads on 20
+    # episodes x 200 steps it replaces placed 0 of 3 cubes through the graph (docs/closed_loop.md)
+    "franka": Recipe(target_steps=1200, eval_every=300, drafter_steps=900, head_steps=3000, head_episodes=200,
+                     head_state_noise=(0.05,) * 7 + (0.005,), vision_patch=8, target_locate_weight=100.0),
+    # drive: 8 px patches and 4 epochs of 160 drives; the 550-step target on 60 drives with 16 px patches it
+    # replaces was worse than the blind baseline (1.1 m against 0.6 m validation ADE, docs/models.md)
+    "drive": Recipe(target_steps=1200, eval_every=300, drafter_steps=600, vision_patch=8),
 }
 
 
