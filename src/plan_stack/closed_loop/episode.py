@@ -48,6 +48,7 @@ from plan_stack.child_processes import die_with_parent, kill_group
 from plan_stack.closed_loop.criterion import EpisodeSignals, criterion_of, done_early, judge
 from plan_stack.closed_loop.latency import LatencyLog
 from plan_stack.embodiments import registry
+from plan_stack.ros.time import stamp_to_ns
 from plan_stack.stamps import sec_nanosec_to_s
 
 if TYPE_CHECKING:
@@ -395,11 +396,11 @@ class _Monitor:
         self._count("observations")
 
     def _on_plan(self, msg) -> None:
-        self.lat.plan(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic())
+        self.lat.plan(stamp_to_ns(msg.header.stamp), time.monotonic())
         self._count("plans")
 
     def _on_chunk(self, msg) -> None:
-        self.lat.chunk(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic())
+        self.lat.chunk(stamp_to_ns(msg.header.stamp), time.monotonic())
         self._count("chunks")
 
     def _on_trajectory(self, msg) -> None:
@@ -422,7 +423,7 @@ class _Monitor:
                 self.first_violation = self.first_violation or f"trajectory: {why}"
 
     def _on_drive_trajectory(self, msg) -> None:
-        self.lat.stamped_trajectory(msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.monotonic())
+        self.lat.stamped_trajectory(stamp_to_ns(msg.header.stamp), time.monotonic())
         self._count("trajectories")
 
     def _on_joint_states(self, msg) -> None:
