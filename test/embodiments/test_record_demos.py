@@ -119,6 +119,49 @@ def test_franka_robot_records_pick_place(tmp_path, capsys):
     assert "pick_place seed 2: success" in capsys.readouterr().out
 
 
+def test_franka_recovery_demonstration_is_annotated_from_the_missed_grasp(tmp_path):
+    """`--miss`: keyframes start where the fingers sit beside the cube; their label is still the pick, whose
+    path ends at the cube; the head's samples start there too (nothing before the first keyframe)."""
+    from plan_stack.actions.demos import load_episode
+
+    assert cli_main(["record-demos", "--robot", "franka", "--episodes", "1", "--seed", "400001", "--out",
+                     str(tmp_path), "--width", "64", "--height", "48", "--camera-rate", "2", "--miss", "0.035"]) == 0
+    ann = json.loads((tmp_path / "pick_place_400001.json").read_text())
+    miss = ann["missed_grasp"]
+    assert ann["success"] and miss["miss_m"] == 0.035 and miss["annotated_from_s"] == 2.5
+    first = ann["keyframes"][0]
+    assert first["t_s"] == 2.5 and all(k["t_s"] >= 2.5 for k in ann["keyframes"])
+    assert first["subtask"] == "pick up the red cube"
+    path = np.array(first["arms"]["single"]["xyz"])
+    offset = np.linalg.norm(path[0] - path[-1])  # starts beside the cube, ends at it (camera frame)
+    assert 0.03 < offset < 0.06, offset
+    episode = load_episode(str(tmp_path / "pick_place_400001.json"))
+    assert episode.actions.shape[0] == round((ann["subtasks"][-1]["end_s"] - 2.5) / 0.02)
+    assert cli_main(["record-demos", "--robot", "franka", "--miss", "-0.01", "--out", str(tmp_path / "x")]) == 2
+    assert cli_main(["record-demos", "--robot", "aloha", "--miss", "0.03", "--out", str(tmp_path / "y")]) == 2
+
+
+def test_franka_pick_only_records_the_approach_until_the_grasp_closes(tmp_path):
+    """`--pick-only`: keyframes of the pick sub-task only, success = the cube held; closing above the cube
+    (nothing between the fingers) is a failure."""
+    from plan_stack.embodiments.franka.expert import ExpertConfig
+    from plan_stack.embodiments.franka.recording import FrankaRecordOptions, record_episode
+
+    assert cli_main(["record-demos", "--robot", "franka", "--episodes", "1", "--seed", "500000", "--out",
+                     str(tmp_path / "ok"), "--width", "64", "--height", "48", "--camera-rate", "2",
+                     "--pick-only"]) == 0
+    ann = json.loads((tmp_path / "ok" / "pick_place_500000.json").read_text())
+    assert ann["success"] and ann["pick_only"]
+    assert [st["text"] for st in ann["subtasks"]] == ["pick up the red cube"]
+    grasped = ann["subtasks"][0]["end_s"]
+    assert [k["t_s"] for k in ann["keyframes"]] == [0.5 * i for i in range(int(grasped / 0.5))]
+    assert {k["subtask"] for k in ann["keyframes"]} == {"pick up the red cube"}
+    in_air = record_episode(500000, tmp_path / "air", FrankaRecordOptions(width=64, height=48, pick_only=True),
+                            expert=ExpertConfig(grasp_height_m=0.15))
+    assert not in_air["success"]
+    assert cli_main(["record-demos", "--robot", "drive", "--pick-only", "--out", str(tmp_path / "x")]) == 2
+
+
 def test_perturb_is_an_aloha_transfer_cube_option(tmp_path, capsys):
     assert cli_main(["record-demos", "--robot", "franka", "--perturb", "0.1", "--out", str(tmp_path)]) == 2
     assert cli_main(["record-demos", "--perturb", "-0.1", "--out", str(tmp_path)]) == 2

@@ -148,6 +148,12 @@ def load_episode(annotation_path: str) -> Episode:
         cond[i, : s.shape[0]] = s
         cond[i, s.shape[0]:] = s[-1]
     key_t = np.array([k["t_s"] for k in keys])
+    # a command before the first annotated keyframe has no plan in force (a recovery demonstration is
+    # annotated from its mistake on, docs/franka.md): it is not a sample
+    planned = t_act >= key_t[0] - 1e-6
+    if planned.sum() < 2:
+        raise DatasetError(f"{annotation_path}: fewer than 2 commands at or after the first keyframe")
+    t_act, actions, js_idx = t_act[planned], actions[planned], js_idx[planned]
     cond_index = keyframe_in_force(key_t, t_act)
     return Episode(Path(annotation_path).stem, round(dt, 6), actions, states[js_idx], cond, cond_index)
 

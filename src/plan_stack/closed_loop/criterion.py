@@ -10,8 +10,9 @@ the stack's own outputs:
   table; the peg touching the pin), at any time of the episode.
 * `success_flag` (Franka pick-and-place): the simulator's `success` flag (cube released inside
   the target) is seen true at any time.
-* `safe_driving` (driving): the episode lasted at least `required_s` (60 s) of sim time and the
-  simulator's safety check (collision or road departure) never fired.
+* `safe_driving` (driving): the episode lasted at least `required_s` (60 s) of sim time, the
+  simulator's safety check (collision or road departure) never fired, and the car covered at least
+  `min_distance_m` (240 m, half the scripted driver's distance; the simulator's own odometry).
 
 Zero limit violations is a separate gate of every run, not part of success.
 """
@@ -22,11 +23,15 @@ from typing import Any
 
 from plan_stack.embodiments.registry import robot as robot_entry
 
-__all__ = ["ALOHA_MAX_REWARD", "DRIVE_REQUIRED_S", "CRITERIA", "Criterion", "StagedReward", "SuccessFlag",
+__all__ = ["ALOHA_MAX_REWARD", "DRIVE_REQUIRED_S", "DRIVE_MIN_DISTANCE_M",
+           "CRITERIA", "Criterion", "StagedReward", "SuccessFlag",
            "SafeDriving", "EpisodeSignals", "Verdict", "criterion_of", "judge", "done_early"]
 
 ALOHA_MAX_REWARD = 4
 DRIVE_REQUIRED_S = 60.0
+#: safe driving must also get somewhere: half of what the scripted driver covers in 60 s at its 8 m/s (a car
+#: that never leaves its start, e.g. because the bridge refuses every plan, drives safely but does not drive)
+DRIVE_MIN_DISTANCE_M = 240.0
 
 
 @dataclasses.dataclass
@@ -37,6 +42,7 @@ class EpisodeSignals:
     max_reward: int | None = None  # staged reward: highest seen (None: none received)
     success_flag: bool | None = None  # success flag: any `success` true (None: none received)
     safety_faults: int = 0  # safe driving: collision / road-departure reports
+    distance_m: float = 0.0  # safe driving: path length of the ego (odometry)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +104,11 @@ class SuccessFlag(Criterion):
 
 @dataclasses.dataclass(frozen=True)
 class SafeDriving(Criterion):
-    """At least `required_s` of sim time without a safety fault (ERROR `<sim>: safety` diagnostics)."""
+    """At least `required_s` of sim time without a safety fault (ERROR `<sim>: safety` diagnostics), over
+    at least `min_distance_m` (odometry path length)."""
 
     required_s: float = DRIVE_REQUIRED_S
+    min_distance_m: float = DRIVE_MIN_DISTANCE_M
     kind = "safe_driving"
 
     def judge(self, s: EpisodeSignals) -> Verdict:
@@ -108,7 +116,15 @@ class SafeDriving(Criterion):
             return Verdict(False, f"{s.safety_faults} collision / road-departure report(s)")
         if s.sim_time_s < self.required_s:
             return Verdict(False, f"drove {s.sim_time_s:.1f} s of the required {self.required_s:.0f} s")
-        return Verdict(True, f"{s.sim_time_s:.1f} s without collision or road departure")
+        # scaled with the required time, so a shortened episode (`drive_required_s`) asks for as much speed
+        needed = self.min_distance_m * self.required_s / DRIVE_REQUIRED_S
+        if s.distance_m < needed:
+            return Verdict(False, f"covered {s.distance_m:.0f} m in {s.sim_time_s:.1f} s, less than the "
+                                  f"required {needed:.0f} m")
+        return Verdict(True, f"{s.sim_time_s:.1f} s and {s.distance_m:.0f} m without collision or road departure")
+
+    def row(self, s: EpisodeSignals) -> dict[str, Any]:
+        return {"distance_m": round(s.distance_m, 1)}
 
     def done_early(self, s: EpisodeSignals) -> bool:
         return s.safety_faults > 0

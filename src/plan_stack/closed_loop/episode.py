@@ -323,6 +323,7 @@ class _Monitor:
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
+        self.last_xy: np.ndarray | None = None  # driving: the newest odometry position
         self.extra_nodes: list[Any] = []
         self.recorder_writer: SplitBagWriter | None = None  # while recording (`--bag`)
         self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
@@ -381,6 +382,10 @@ class _Monitor:
         kind = criterion_of(self.opts.robot).kind
         if kind in ground_truth:
             n.create_subscription(*ground_truth[kind])
+        if kind == "safe_driving":  # the distance the car covered, from the simulator's odometry
+            from nav_msgs.msg import Odometry
+
+            n.create_subscription(Odometry, "/odom", self._on_odometry, SENSOR_QOS)
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
 
     def _count(self, key: str, k: int = 1) -> None:
@@ -421,6 +426,14 @@ class _Monitor:
             self._count("trajectory_limit_violations")
             with self.lock:
                 self.first_violation = self.first_violation or f"trajectory: {why}"
+
+    def _on_odometry(self, msg) -> None:
+        p = msg.pose.pose.position
+        xy = np.array([p.x, p.y])
+        with self.lock:
+            if self.last_xy is not None and np.all(np.isfinite(xy)):
+                self.sig.distance_m += float(np.linalg.norm(xy - self.last_xy))
+            self.last_xy = xy if np.all(np.isfinite(xy)) else self.last_xy
 
     def _on_drive_trajectory(self, msg) -> None:
         self.lat.stamped_trajectory(stamp_to_ns(msg.header.stamp), time.monotonic())
@@ -549,7 +562,9 @@ class _Monitor:
             sig = dataclasses.replace(self.sig)
         out: dict[str, Any] = dict(counts)
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
-        out["bridge_accepted"] = counts["trajectories"] - counts["bridge_rejections"]
+        # driving: every DriveTrajectory is the bridge's own output (a refused plan publishes none)
+        driving = registry.robot(self.opts.robot).bridge_limits is None
+        out["bridge_accepted"] = counts["trajectories"] - (0 if driving else counts["bridge_rejections"])
         out["joint_travel_rad"] = round(self.travel, 4)
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation

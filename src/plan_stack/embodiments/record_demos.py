@@ -21,7 +21,8 @@ from plan_stack.embodiments.registry import ROBOTS, robot_names
 #: robot -> its tasks (the first is the default).
 ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.items()}
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
-_ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation"}
+_ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation", "miss": "miss_m",
+             "pick_only": "pick_only"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--perturb", type=float, default=None, metavar="STD",
                         help="aloha transfer_cube only: recovery pushes of this std (rad) injected into the "
                              "expert's commands, paths annotated as the arm recovers (default 0: none)")
+    parser.add_argument("--miss", type=float, default=None, metavar="M",
+                        help="franka only: recovery demonstrations whose first grasp closes M to 1.5 M metres "
+                             "beside the cube; the expert reopens and picks it (default 0: none)")
+    parser.add_argument("--pick-only", action="store_const", const=True, default=None,
+                        help="franka only: record each episode until the grasp closes (the approach images); "
+                             "success = the cube held")
 
 
 def _options(args: argparse.Namespace):

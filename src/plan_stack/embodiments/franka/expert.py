@@ -20,6 +20,7 @@ import numpy as np
 from plan_stack.config import param, validate
 from plan_stack.embodiments.franka.model import (
     DEFAULT_JOINT_NAMES,
+    FINGER_JOINTS,
     MAX_WIDTH_M,
     READY_POSE,
     model_to_real,
@@ -28,7 +29,11 @@ from plan_stack.embodiments.franka.model import (
 from plan_stack.embodiments.franka.sim import FrankaSim
 from plan_stack.trajectory.core import Trajectory, TrajectoryFollower
 
-__all__ = ["ExpertConfig", "IKError", "solve_ik", "plan_pick_place", "run_episode", "Episode", "demonstrate"]
+__all__ = ["ExpertConfig", "IKError", "solve_ik", "plan_pick_place", "missed_grasp_offset", "run_episode", "Episode",
+           "demonstrate", "MISS_LABELS"]
+
+#: phase labels of a deliberately missed first grasp (`plan_pick_place(miss_offset_xy=...)`), in order
+MISS_LABELS = ("miss_approach", "miss_descend", "miss_close", "miss_reopen", "miss_rise")
 
 
 class IKError(RuntimeError):
@@ -92,19 +97,61 @@ def _arm_joint_names():
     return ARM_JOINTS
 
 
-def plan_pick_place(sim: FrankaSim, cfg: ExpertConfig, joint_names: tuple[str, ...]) -> tuple[Trajectory, list[str]]:
-    """The whole episode as one stack trajectory (stamp 0 = start) plus a phase label per point."""
+def _grasp_rotation(sim: FrankaSim):
+    """(MjData at the ready pose, the hand's grasp orientation): fingers of the ready pose open along the
+    world diagonal; the hand turns 45 degrees so they close across the cube's faces (the cube is
+    axis-aligned)."""
     import mujoco
 
     data = mujoco.MjData(sim.model)
-    ready = np.array(READY_POSE)
-    data.qpos[sim._qadr] = real_to_model(ready)
+    data.qpos[sim._qadr] = real_to_model(np.array(READY_POSE))
     mujoco.mj_kinematics(sim.model, data)
-    # Fingers of the ready pose open along the world diagonal; turn the hand 45 degrees so they close across
-    # the cube's faces (the cube is axis-aligned).
-    rot = _rot_z(math.pi / 4) @ np.asarray(data.site_xmat[sim._tcp]).reshape(3, 3)
+    return data, _rot_z(math.pi / 4) @ np.asarray(data.site_xmat[sim._tcp]).reshape(3, 3)
+
+
+def missed_grasp_offset(sim: FrankaSim, cfg: ExpertConfig, seed: int, distance_m: float) -> np.ndarray:
+    """World xy offset of a first grasp that closes the fingers beside the cube, not on it.
+
+    The offset is across the fingers' closing direction (a finger never lands on the cube), `distance_m`
+    to 1.5 x `distance_m` long, turned by up to 20 degrees, either side; seeded by the episode's seed.
+    This is the failure the learned stack showed in closed loop (docs/closed_loop.md): a recovery
+    demonstration starts from it.
+    """
+    import mujoco
+
+    if not math.isfinite(distance_m) or distance_m <= 0:
+        raise ValueError(f"distance_m: a positive finite distance in m, got {distance_m}")
+    data, rot = _grasp_rotation(sim)
+    cube = sim.cube_pose()[:3]
+    q = solve_ik(sim, data, np.array([cube[0], cube[1], cfg.grasp_height_m]), rot, np.array(READY_POSE))
+    data.qpos[sim._qadr] = real_to_model(q)
+    mujoco.mj_kinematics(sim.model, data)
+    axis = data.xaxis[sim.model.joint(FINGER_JOINTS[0]).id][:2]  # a finger's slide direction, world frame
+    closing = axis / np.linalg.norm(axis)
+    rng = np.random.default_rng([int(seed), 0x3155])
+    angle = rng.uniform(-math.pi / 9, math.pi / 9) + (math.pi / 2 if rng.random() < 0.5 else -math.pi / 2)
+    return rng.uniform(distance_m, 1.5 * distance_m) * (_rot_z(angle)[:2, :2] @ closing)
+
+
+def plan_pick_place(sim: FrankaSim, cfg: ExpertConfig, joint_names: tuple[str, ...],
+                    miss_offset_xy: np.ndarray | None = None) -> tuple[Trajectory, list[str]]:
+    """The whole episode as one stack trajectory (stamp 0 = start) plus a phase label per point.
+
+    With `miss_offset_xy` (`missed_grasp_offset`) the expert first descends that far beside the cube,
+    closes the fingers on nothing, reopens, rises and then does the plain pick-and-place: a recovery
+    demonstration (`MISS_LABELS` name its extra phases).
+    """
+    data, rot = _grasp_rotation(sim)
+    ready = np.array(READY_POSE)
     cube, target = sim.cube_pose()[:3], sim.target_xy()
-    keys = [  # (label, tcp xyz or None = keep arm, width, duration)
+    miss = []
+    if miss_offset_xy is not None:
+        mx, my = cube[0] + float(miss_offset_xy[0]), cube[1] + float(miss_offset_xy[1])
+        miss = list(zip(MISS_LABELS, [(mx, my, cfg.approach_height_m), (mx, my, cfg.grasp_height_m), None, None,
+                                      (mx, my, cfg.approach_height_m)],
+                        [MAX_WIDTH_M, MAX_WIDTH_M, cfg.closed_width_m, MAX_WIDTH_M, MAX_WIDTH_M],
+                        [cfg.move_s, cfg.vertical_s, cfg.gripper_s, cfg.gripper_s, cfg.vertical_s]))
+    keys = miss + [  # (label, tcp xyz or None = keep arm, width, duration)
         ("approach", (cube[0], cube[1], cfg.approach_height_m), MAX_WIDTH_M, cfg.move_s),
         ("descend", (cube[0], cube[1], cfg.grasp_height_m), MAX_WIDTH_M, cfg.vertical_s),
         ("grasp", None, cfg.closed_width_m, cfg.gripper_s),
@@ -138,11 +185,13 @@ class Episode:
 
 def run_episode(sim: FrankaSim, seed: int, cfg: ExpertConfig | None = None,
                 joint_names: tuple[str, ...] = (*DEFAULT_JOINT_NAMES, "fr3_gripper"),
-                deadband_m: float = 0.002, min_speed: float = 0.01) -> Episode:
-    """Reset with `seed`, plan and execute the pick-and-place; success = cube released on the target."""
+                deadband_m: float = 0.002, min_speed: float = 0.01, miss_m: float = 0.0) -> Episode:
+    """Reset with `seed`, plan and execute the pick-and-place; success = cube released on the target.
+    `miss_m` > 0: the recovery demonstration whose first grasp misses (`missed_grasp_offset`)."""
     cfg = cfg or ExpertConfig()
     sim.reset(seed=seed)
-    traj, labels = plan_pick_place(sim, cfg, joint_names)
+    offset = missed_grasp_offset(sim, cfg, seed, miss_m) if miss_m else None
+    traj, labels = plan_pick_place(sim, cfg, joint_names, miss_offset_xy=offset)
     follower = TrajectoryFollower(joint_names, np.concatenate([np.array(READY_POSE), [MAX_WIDTH_M]]))
     follower.set_trajectory(traj, sim.time_s)
     goal, tcp = MAX_WIDTH_M, []

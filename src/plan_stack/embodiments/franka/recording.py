@@ -19,9 +19,17 @@ primitive has an empty `arm`).
 | /ground_truth/success | std_msgs/msg/Bool | control rate |
 
 Bag time is sim time (episode start = 0 s).
+
+With `FrankaRecordOptions.miss_m` (`record-demos --miss M`) the episode is a
+recovery demonstration: the first grasp closes beside the cube, the expert
+reopens, rises and picks the cube; keyframes are annotated from the missed
+grasp on (the annotation's `missed_grasp` says where), so every label is the
+path from a state the learned stack reaches when it misses.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 
 import numpy as np
@@ -39,11 +47,11 @@ from plan_stack.data.annotation import (
 )
 from plan_stack.data.bags import BagWriter
 from plan_stack.data.recording import RecordOptions, every_steps, new_bag_path
-from plan_stack.embodiments.franka.expert import ExpertConfig, plan_pick_place
+from plan_stack.embodiments.franka.expert import ExpertConfig, missed_grasp_offset, plan_pick_place
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, MAX_WIDTH_M, READY_POSE
 from plan_stack.trajectory.core import TrajectoryFollower
 
-__all__ = ["FORMAT", "INSTRUCTION", "RecordOptions", "Subtask", "record_episode", "TOPICS"]
+__all__ = ["FORMAT", "INSTRUCTION", "FrankaRecordOptions", "RecordOptions", "Subtask", "record_episode", "TOPICS"]
 
 FORMAT = "plan_stack.franka_annotation/1"
 INSTRUCTION = "pick up the red cube and place it on the green square"
@@ -55,6 +63,22 @@ TOPICS = {"/joint_states": "sensor_msgs/msg/JointState", "/action": "sensor_msgs
           "/ground_truth/tcp/pose": "geometry_msgs/msg/PoseStamped", "/ground_truth/success": "std_msgs/msg/Bool",
           **{f"/cameras/{c}/image_raw": "sensor_msgs/msg/Image" for c in CAMERAS},
           **{f"/cameras/{c}/camera_info": "sensor_msgs/msg/CameraInfo" for c in CAMERAS}}
+
+
+@dataclasses.dataclass(frozen=True)
+class FrankaRecordOptions(RecordOptions):
+    """The arm recorders' options plus `miss_m`: recovery demonstrations whose first grasp closes the fingers
+    this far (m, up to 1.5 x) beside the cube (`expert.missed_grasp_offset`; 0 = the plain demonstration)."""
+
+    miss_m: float = 0.0
+    #: record only the pick sub-task (until the fingers have closed): the approach images, where only the
+    #: image says where the cube is; success = the cube is held between the fingers
+    pick_only: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not math.isfinite(self.miss_m) or self.miss_m < 0:
+            raise ValueError(f"miss_m: a finite distance >= 0 in m, got {self.miss_m}")
 
 
 def _subtasks(times_s: np.ndarray, labels: tuple[str, ...], end_s: float) -> list[Subtask]:
@@ -95,9 +119,17 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
     bag_path = new_bag_path(out_dir, stem)
     sim = FrankaSim(offscreen_size=(options.width, options.height)) if sim is None else sim
     sim.reset(seed=seed)
-    traj, labels = plan_pick_place(sim, expert, STACK_NAMES)
+    miss_m = getattr(options, "miss_m", 0.0)
+    offset = missed_grasp_offset(sim, expert, seed, miss_m) if miss_m else None
+    traj, labels = plan_pick_place(sim, expert, STACK_NAMES, miss_offset_xy=offset)
+    # a recovery demonstration is annotated from the moment the fingers sit beside the cube: before it the
+    # expert heads for the wrong place on purpose, which no plan should learn
+    annotate_from_s = float(traj.times_s[labels.index("miss_descend")]) if offset is not None else 0.0
     end_s = float(traj.times_s[-1]) + expert.settle_s
     subtasks = _subtasks(traj.times_s, tuple(labels), end_s)
+    pick_only = getattr(options, "pick_only", False)
+    if pick_only:  # stop when the fingers have closed; the keyframe at that instant would start the place
+        subtasks, end_s = subtasks[:1], subtasks[0].end_s
     follower = TrajectoryFollower(STACK_NAMES, np.concatenate([READY_POSE, [MAX_WIDTH_M]]))
     follower.set_trajectory(traj, sim.time_s)
     cams = Cameras(sim, options.width, options.height)
@@ -127,7 +159,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
             if k % cam_every == 0:
                 for cam in cams.cameras:
                     writer.write_camera(cam, t, f"{cam}_camera_optical_frame", cams.render(cam), cams.models[cam])
-            if k % key_every == 0:
+            if k % key_every == 0 and t >= annotate_from_s - 1e-9 and not (pick_only and t >= end_s - 1e-9):
                 box = box_from_mask(cams.segmentation("external") == cube_geom)
                 keyframes.append(KeyframeInput(t, cams.pose("external"), {"cube": box}))
             if t >= end_s - 1e-9:
@@ -140,13 +172,19 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
                 sim.move_gripper(goal, max(abs(float(ref.velocities[7])), 0.01))
             sim.step(substeps)
             k += 1
-        success = sim.success()
+        # pick only: the cube held, i.e. the fingers stopped on it, wider than the squeeze command
+        success = sim.gripper_width() > expert.closed_width_m + 0.005 if pick_only else sim.success()
     finally:
         writer.close()
         cams.close()
     annotation = build_annotation(seed=seed, subtasks=subtasks, camera=cams.models["external"],
                                   times_s=np.array(times), tcp_world=np.array(tcp), keyframes=keyframes,
                                   waypoints=options.waypoints, success=success, bag=bag_path.name)
+    if pick_only:
+        annotation["pick_only"] = True
+    if offset is not None:
+        annotation["missed_grasp"] = {"miss_m": miss_m, "offset_xy_m": [round(float(v), 4) for v in offset],
+                                      "annotated_from_s": round(annotate_from_s, 4)}
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
 
