@@ -327,6 +327,7 @@ class _Monitor:
         self.extra_nodes: list[Any] = []
         self.recorder_writer: SplitBagWriter | None = None  # while recording (`--bag`)
         self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
+        self.driving = registry.robot(opts.robot).bridge_limits is None  # the bridge follows plans, not joints
         self._subscribe()
         self.executor = MultiThreadedExecutor(num_threads=3, context=self.ctx)
         self.executor.add_node(self.node)
@@ -368,24 +369,24 @@ class _Monitor:
         n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
         n.create_subscription(Log, "/rosout", self._on_log, RELIABLE_QOS)
         robot = registry.robot(self.opts.robot)
-        if robot.bridge_limits is None:  # driving: drive_bridge answers each plan with a DriveTrajectory
+        if self.driving:  # drive_bridge answers each plan with a DriveTrajectory
             from plan_stack.msg import DriveTrajectory
 
             n.create_subscription(DriveTrajectory, "/drive_trajectory", self._on_drive_trajectory, RELIABLE_QOS)
         if robot.bridge_command_topic:
             n.create_subscription(JointTrajectory, robot.bridge_command_topic,
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
-        # the ground truth the robot's success criterion reads, by criterion kind (safe_driving reads the
-        # simulator's faults from /diagnostics, subscribed below for every robot's stitcher counters)
+        # the ground truth the robot's success criterion reads, by criterion kind (safe_driving: the distance
+        # from the simulator's odometry; its faults come from /diagnostics, subscribed below for every robot's
+        # stitcher counters)
+        from nav_msgs.msg import Odometry
+
         ground_truth = {"staged_reward": (Int32, "/ground_truth/reward", self._on_reward, RELIABLE_QOS),
-                        "success_flag": (Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS)}
+                        "success_flag": (Bool, "/ground_truth/success", self._on_success, RELIABLE_QOS),
+                        "safe_driving": (Odometry, "/odom", self._on_odometry, SENSOR_QOS)}
         kind = criterion_of(self.opts.robot).kind
         if kind in ground_truth:
             n.create_subscription(*ground_truth[kind])
-        if kind == "safe_driving":  # the distance the car covered, from the simulator's odometry
-            from nav_msgs.msg import Odometry
-
-            n.create_subscription(Odometry, "/odom", self._on_odometry, SENSOR_QOS)
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
 
     def _count(self, key: str, k: int = 1) -> None:
@@ -430,10 +431,12 @@ class _Monitor:
     def _on_odometry(self, msg) -> None:
         p = msg.pose.pose.position
         xy = np.array([p.x, p.y])
+        if not np.all(np.isfinite(xy)):
+            return
         with self.lock:
-            if self.last_xy is not None and np.all(np.isfinite(xy)):
+            if self.last_xy is not None:
                 self.sig.distance_m += float(np.linalg.norm(xy - self.last_xy))
-            self.last_xy = xy if np.all(np.isfinite(xy)) else self.last_xy
+            self.last_xy = xy
 
     def _on_drive_trajectory(self, msg) -> None:
         self.lat.stamped_trajectory(stamp_to_ns(msg.header.stamp), time.monotonic())
@@ -563,8 +566,7 @@ class _Monitor:
         out: dict[str, Any] = dict(counts)
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
         # driving: every DriveTrajectory is the bridge's own output (a refused plan publishes none)
-        driving = registry.robot(self.opts.robot).bridge_limits is None
-        out["bridge_accepted"] = counts["trajectories"] - (0 if driving else counts["bridge_rejections"])
+        out["bridge_accepted"] = counts["trajectories"] - (0 if self.driving else counts["bridge_rejections"])
         out["joint_travel_rad"] = round(self.travel, 4)
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
