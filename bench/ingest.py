@@ -69,11 +69,10 @@ def _pct(values, q):
 
 def role_ingest(args) -> int:
     """Run the ingest node; record added latency and CPU inside the window."""
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.parameter import Parameter
 
     from plan_stack.ingest.ingest_node import IngestNode
-    from plan_stack.ros.lifecycle import ros_session
+    from plan_stack.ros.lifecycle import executor_for, ros_session
 
     params = dict(camera_names=list(CAMERAS), output_size=[224, 224], max_spread=MAX_SPREAD_S, max_age=MAX_AGE_S,
                   queue_size=10, min_interval=0.02, joint_names=list(JOINTS), joint_qos="reliable",
@@ -82,7 +81,7 @@ def role_ingest(args) -> int:
     out = {}
     with ros_session():
         node = IngestNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-        ex = MultiThreadedExecutor()
+        ex = executor_for(node)  # what the bring-up spins it on
         ex.add_node(node)
 
         def window():

@@ -303,9 +303,10 @@ class _Monitor:
     def __init__(self, opts: EpisodeOptions, setup: RobotSetup, domain: int, raw: dict) -> None:
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import MultiThreadedExecutor
         from rclpy.node import Node
         from rclpy.parameter import Parameter
+
+        from plan_stack.ros.executors import ThreadedExecutor
 
         self.opts, self.setup, self.raw = opts, setup, raw
         self.ctx = Context()
@@ -329,7 +330,7 @@ class _Monitor:
         self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
         self.driving = registry.robot(opts.robot).bridge_limits is None  # the bridge follows plans, not joints
         self._subscribe()
-        self.executor = MultiThreadedExecutor(num_threads=3, context=self.ctx)
+        self.executor = ThreadedExecutor(num_threads=3, context=self.ctx)
         self.executor.add_node(self.node)
         self._spinning = True
         self.spin_error: str | None = None

@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from plan_stack.config import ConfigError
 from plan_stack.ros.diagnostics import ERROR, Diagnostics
+from plan_stack.ros.executors import ThreadedExecutor
 from plan_stack.ros.params import check_overrides
 
 
@@ -97,8 +98,9 @@ def executor_for(node: Node, threads: int | None = None) -> Executor:
     A node whose callbacks may block each other (an action executing for
     seconds, a model inference beside its subscriptions) says how many threads
     it needs in its `executor_threads` class attribute; every other node gets a
-    SingleThreadedExecutor. rclpy's MultiThreadedExecutor costs a busy core
-    when polled with `spin_once` and is reserved for nodes that need it.
+    SingleThreadedExecutor. A multi-threaded executor (`ThreadedExecutor`, rclpy's
+    without its resubmission storm) costs more per callback and is reserved for
+    nodes that need it.
     `threads` overrides the node's own count (bring-up `--threads`).
     rclpy's EventsExecutor is not offered: its `shutdown()` from another
     thread deadlocks on the GIL (docs/failure_behaviour.md, Executors).
@@ -106,7 +108,7 @@ def executor_for(node: Node, threads: int | None = None) -> Executor:
     wanted = int(threads if threads is not None else getattr(node, "executor_threads", 1))
     if wanted <= 1:
         return SingleThreadedExecutor(context=node.context)
-    return MultiThreadedExecutor(num_threads=wanted, context=node.context)
+    return ThreadedExecutor(num_threads=wanted, context=node.context)
 
 
 def run_nodes(

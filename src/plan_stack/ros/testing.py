@@ -12,7 +12,9 @@ from contextlib import contextmanager
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
+
+from plan_stack.ros.executors import ThreadedExecutor
 
 
 @contextmanager
@@ -39,7 +41,7 @@ def executor_with(ctx: Context, *nodes, threads: int | None = None) -> Iterator[
     if wanted <= 1:
         ex = SingleThreadedExecutor(context=ctx)
     else:
-        ex = MultiThreadedExecutor(num_threads=wanted, context=ctx)
+        ex = ThreadedExecutor(num_threads=wanted, context=ctx)
     for n in nodes:
         ex.add_node(n)
     try:
