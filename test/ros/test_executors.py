@@ -1,4 +1,4 @@
-"""ThreadedExecutor: a ready callback goes to the thread pool once, and spinning leaves other threads room."""
+"""ThreadedExecutor: a ready callback goes to the thread pool once (rclpy's own executor submits it again and again)."""
 from __future__ import annotations
 
 import collections

@@ -18,11 +18,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rclpy.context import Context
 from rclpy.executors import (
     ConditionReachedException,
+    Executor,
     ExternalShutdownException,
     MultiThreadedExecutor,
     ShutdownException,
+    SingleThreadedExecutor,
     TimeoutException,
 )
 
@@ -59,9 +62,10 @@ class ThreadedExecutor(MultiThreadedExecutor):
         except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
             return
         with self._queued_lock:
-            queued = self._queued.get(handler)
-            fresh = queued is None
-            picked_up = self._queued[handler] = threading.Event() if queued is None else queued
+            picked_up = self._queued.get(handler)
+            fresh = picked_up is None
+            if picked_up is None:
+                picked_up = self._queued[handler] = threading.Event()
         if fresh:
             self._executor.submit(self._run_queued, handler, picked_up)
             self._futures.append(handler)
@@ -70,3 +74,10 @@ class ThreadedExecutor(MultiThreadedExecutor):
             if future.done():
                 self._futures.remove(future)
                 future.result()
+
+
+def executor_with_threads(context: Context, threads: int) -> Executor:
+    """SingleThreadedExecutor for one thread (cheapest per callback), else a ThreadedExecutor."""
+    if threads <= 1:
+        return SingleThreadedExecutor(context=context)
+    return ThreadedExecutor(num_threads=threads, context=context)

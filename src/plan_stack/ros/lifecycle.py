@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import rclpy
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from plan_stack.config import ConfigError
 from plan_stack.ros.diagnostics import ERROR, Diagnostics
-from plan_stack.ros.executors import ThreadedExecutor
+from plan_stack.ros.executors import executor_with_threads
 from plan_stack.ros.params import check_overrides
 
 
@@ -106,9 +106,7 @@ def executor_for(node: Node, threads: int | None = None) -> Executor:
     thread deadlocks on the GIL (docs/failure_behaviour.md, Executors).
     """
     wanted = int(threads if threads is not None else getattr(node, "executor_threads", 1))
-    if wanted <= 1:
-        return SingleThreadedExecutor(context=node.context)
-    return ThreadedExecutor(num_threads=wanted, context=node.context)
+    return executor_with_threads(node.context, wanted)
 
 
 def run_nodes(

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.executors import Executor
 
-from plan_stack.ros.executors import ThreadedExecutor
+from plan_stack.ros.executors import executor_with_threads
 
 
 @contextmanager
@@ -37,11 +37,7 @@ def executor_with(ctx: Context, *nodes, threads: int | None = None) -> Iterator[
     `lifecycle.executor_for`) or `threads` > 1 is given.
     """
     wanted = threads if threads is not None else max((getattr(n, "executor_threads", 1) for n in nodes), default=1)
-    ex: Executor
-    if wanted <= 1:
-        ex = SingleThreadedExecutor(context=ctx)
-    else:
-        ex = ThreadedExecutor(num_threads=wanted, context=ctx)
+    ex = executor_with_threads(ctx, wanted)
     for n in nodes:
         ex.add_node(n)
     try:
