@@ -602,6 +602,8 @@ def _stitcher_bridge_valid(g: Graph) -> None:
                                                                                  time_from_start=_duration(0.0))])
     hold.header.stamp = ns_to_stamp(int(g.now_s() * 1e9))
     g.pubs["active_trajectory"].publish(hold)
+    # two topics, no order between them: the chunk must not overtake the hold it is to be stitched onto
+    assert g.wait(lambda: g.nodes[0]._executing is not None, 10.0), "the bridge's hold was not received"
     if "action_chunk" not in g.pubs:  # valid input only: action_chunk itself is fuzzed by the "stitcher" entry
         g.pubs["action_chunk"] = g.probe.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
         assert g.wait(lambda: g.pubs["action_chunk"].get_subscription_count() > 0, 10.0)
