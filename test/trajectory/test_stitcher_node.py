@@ -336,6 +336,71 @@ def test_gripper_samples_past_their_range_saturate_and_arm_samples_are_rejected(
             assert len(peer.trajs) == 1
 
 
+def test_after_a_clock_reset_a_bridge_mode_stitcher_waits_for_the_bridge_report():
+    """initial_state bridge, simulator reset: the bridge has no state until its next joint state, so a
+    trajectory started from joint_states that reach the stitcher first would be refused by it (seen in
+    closed-loop runs: "no joint_states received yet"). The stitcher rejects chunks, saying why, until the
+    bridge reports again, then starts from that report."""
+    from builtin_interfaces.msg import Time
+    from rosgraph_msgs.msg import Clock
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from plan_stack.ros.qos import LATCHED_QOS
+    from plan_stack.ros.time import s_to_stamp
+
+    with ros_context() as ctx:
+        node = _node(ctx, use_sim_time=True, initial_state="bridge")
+        peer = _Peer(context=ctx)
+        clock_pub = peer.create_publisher(Clock, "/clock", LATCHED_QOS)
+        active = peer.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
+        ref = _reference()[:50]
+
+        def chunk_at(t_s, positions=ref):
+            msg = peer.chunk(positions)
+            msg.header.stamp = s_to_stamp(t_s)
+            return msg
+
+        def hold_at(t_s, q):
+            msg = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=list(map(float, q)))])
+            msg.header.stamp = s_to_stamp(t_s)
+            active.publish(msg)
+
+        def clock(t_s):
+            clock_pub.publish(Clock(clock=Time(sec=int(t_s), nanosec=int(round((t_s % 1) * 1e9)))))
+            return spin_until(ex, lambda: abs(node.get_clock().now().nanoseconds * 1e-9 - t_s) < 1e-6, 15.0)
+
+        with executor_with(ctx, node, peer) as ex:
+            assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
+                              and peer.states.get_subscription_count() > 0
+                              and active.get_subscription_count() > 0
+                              and peer.count_subscribers("/clock") >= 1, 20.0)
+            assert clock(50.0)
+            hold_at(50.0, ref[0])
+            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            peer.chunks.publish(chunk_at(50.0))
+            assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
+
+            assert clock(1.0)  # the simulator was reset
+            assert spin_until(ex, lambda: node.counts["clock_resets"] == 1, 15.0)
+            moved = ref[0] + np.array([0.3, -0.2, 0.1, 0.0])  # where the reset left the robot
+            msg = JointState(name=NAMES, position=list(map(float, moved)), velocity=[0.0] * len(NAMES))
+            msg.header.stamp = s_to_stamp(1.0)
+            assert spin_until(ex, lambda: peer.states.publish(msg) or node._measured is not None, 15.0)
+            # joint_states are here, the bridge has not reported: refused with the reason, no trajectory
+            peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert spin_until(ex, lambda: any("waiting for the bridge" in s.message for s in peer.diags), 10.0)
+            assert len(peer.trajs) == 1
+
+            hold_at(1.0, moved)  # the bridge's first joint state after the reset: its hold
+            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
+            assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
+            assert peer.trajs[1].header.stamp.sec == 1
+            np.testing.assert_allclose(peer.trajs[1].points[0].positions, moved, atol=1e-12)
+            assert node.counts["rejected"] == 1
+
+
 def test_a_malformed_active_trajectory_is_never_stitched_onto():
     from trajectory_msgs.msg import JointTrajectoryPoint
 

@@ -460,15 +460,18 @@ class _Monitor:
             if float(np.max(d)) > self.travel:
                 self.travel, self.travel_joint = float(np.max(d)), lim["names"][int(np.argmax(d))]
         bad = (q < lim["lower"] - STATE_POSITION_SLACK) | (q > lim["upper"] + STATE_POSITION_SLACK)
+        v = None
         if len(msg.velocity) == len(names):
             v = np.abs(np.asarray(msg.velocity, dtype=float)[idx])
             bad |= v > lim["velocity"] * STATE_VELOCITY_FACTOR
         if np.any(bad):
             j = int(np.flatnonzero(bad)[0])
             self._count("state_limit_violations")
+            speed = "" if v is None else f", {v[j]:.3f} rad/s (limit {lim['velocity'][j]:.3f})"
             with self.lock:
                 self.first_violation = self.first_violation or (
-                    f"joint_states: {lim['names'][j]} at {q[j]:.4f} rad outside its URDF limits or too fast")
+                    f"joint_states: {lim['names'][j]} at {q[j]:.4f} rad{speed}, sim time "
+                    f"{stamp_to_ns(msg.header.stamp) * 1e-9:.3f} s: outside its URDF limits or too fast")
 
     @property
     def state_limits(self) -> dict:

@@ -54,8 +54,9 @@ class StitcherNodeConfig:
     initial_state: InitialState = param(
         "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
         "reports executing on active_trajectory (its accepted trajectories, holds and stops; joint_states until "
-        "it has reported one), `joint_states` = the measured state, `chunk` = the chunk's first sample at rest "
-        "(only for open-loop simulation without joint_states)", InitialState.JOINT_STATES)
+        "it has reported one; after a clock reset, no start until it reports again), `joint_states` = the measured "
+        "state, `chunk` = the chunk's first sample at rest (only for open-loop simulation without joint_states)",
+        InitialState.JOINT_STATES)
     bridge_ack_timeout_s: float = param(
         "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
         "published (or twice the slowest of the last 20 reports, if longer) counts as refused, and the next one "
@@ -130,6 +131,10 @@ class StitcherNode(Node):
         self._executing_ours = False
         self._sent: tuple[int, float] | None = None
         self._acked = False  # the bridge has reported the trajectory we published last
+        # The bridge has reported on active_trajectory at least once; after a clock reset it has no state until
+        # its next joint state, so a start taken from joint_states alone would be refused: wait for its report.
+        self._bridge_reported = False
+        self._await_bridge = False
         self._ack_delays: collections.deque[float] = collections.deque(maxlen=_ACK_HISTORY)
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
@@ -193,6 +198,7 @@ class StitcherNode(Node):
                              rejected=self.counts["bad_active_trajectories"])
             return
         sent = self._sent
+        self._bridge_reported, self._await_bridge = True, False
         self._executing = traj
         self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
         if sent is not None and self._executing_ours and not self._acked:
@@ -208,6 +214,7 @@ class StitcherNode(Node):
         self._pending = None
         self._refused = None
         self._executing, self._executing_ours, self._sent, self._acked = None, False, None, False
+        self._await_bridge = self._bridge_reported
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self.counts["clock_resets"] += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the active trajectory and the "
@@ -297,6 +304,10 @@ class StitcherNode(Node):
         elif self.node_cfg.initial_state != "chunk":
             self._reanchor(now_s)
         try:
+            if self._await_bridge:
+                raise ChunkError("no_state", "waiting for the bridge to report its state after the clock reset "
+                                 "(active_trajectory): it has none until its next joint state and would refuse a "
+                                 "trajectory started from joint_states")
             stamp_s = (stamp_to_ns(msg.header.stamp) - self._epoch_ns) * 1e-9
             chunk = Chunk.from_flat(stamp_s, msg.joint_names, msg.dt, msg.horizon, msg.positions)
             result = self.stitcher.process(chunk, now_s, self._measured_state(now_s, chunk))
