@@ -52,7 +52,23 @@ def test_shipped_aloha_model_gives_valid_plans_and_every_column(demos, tmp_path,
     model = load_planner_model(find_data("models", "aloha"))
     assert model.drafter is not None and model.cameras == ("cam_high",)
     _check_eval(tmp_path, "aloha", demos)
-    assert "| blind |" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "| blind |" in out.out
+    # these short demos are 112 px, the model's data 224 px: said, with the command that matches
+    assert "demos recorded at 112x112 px, the model's data at 224x224" in out.err
+    assert "--width 224 --height 224" in json.loads((tmp_path / "eval.json").read_text())["info"]["recording_mismatch"]
+
+
+def test_demos_recorded_like_the_model_data_raise_no_mismatch():
+    from types import SimpleNamespace
+
+    from plan_stack.eval.plans_cli import recording_mismatch
+
+    manifest = {"data": {"recorded_with": "plan-stack record-demos --robot aloha --width 224 --height 224"}}
+    assert recording_mismatch(manifest, [SimpleNamespace(camera_size=(224, 224))] * 2) is None
+    assert "224x224, 320x240 px" in recording_mismatch(manifest, [SimpleNamespace(camera_size=(224, 224)),
+                                                               SimpleNamespace(camera_size=(320, 240))])
+    assert recording_mismatch({}, [SimpleNamespace(camera_size=(320, 240))]) is None  # nothing recorded to compare
 
 
 @pytest.mark.parametrize("robot", ["franka", "drive"])
@@ -88,6 +104,12 @@ def _check_eval(tmp_path, robot: str, demos) -> dict:
     # a trained model, not noise: plans well inside the bound on average
     assert rows["ar"]["ade_3d_m"] < bound and rows["vflash"]["ade_3d_m"] < bound
     assert rows["vflash"]["speedup_vs_ar"] > 1.0
+    # primitive time by kind adds up to the primitive time; every kind is timed for both decoders
+    kinds = set(doc["info"].get("primitive_kinds", [])) or set(rows["ar"]["primitive_ms_by_kind"])
+    for d in ("ar", "vflash"):
+        by_kind = rows[d]["primitive_ms_by_kind"]
+        assert set(by_kind) == kinds and sum(by_kind.values()) == pytest.approx(rows[d]["primitive_ms"])
+    assert set(rows["vflash"]["primitive_speedup_vs_ar_by_kind"]) == kinds
     return rows
 
 

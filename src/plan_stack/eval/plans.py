@@ -45,6 +45,7 @@ class Prediction:
     gate_implausible: int = 0
     gate_check_ms: float = 0.0
     tokens: tuple[int, ...] = ()
+    primitive_ms_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def prediction_from_result(result: Any, spec: RobotSpec) -> Prediction:
@@ -61,7 +62,7 @@ def prediction_from_result(result: Any, spec: RobotSpec) -> Prediction:
                       decode_ms=st.decode_ms, primitive_ms=st.decode_primitive_ms, prefill_ms=st.prefill_ms,
                       gate_accepted=st.gate_accepted, gate_fallback=st.gate_fallback,
                       gate_implausible=st.gate_implausible, gate_check_ms=st.gate_check_ms,
-                      tokens=tuple(result.tokens))
+                      tokens=tuple(result.tokens), primitive_ms_by_kind=dict(st.primitive_ms_by_kind))
 
 
 def blind_baseline(keyframes: Iterable[Keyframe]) -> dict:
@@ -142,6 +143,8 @@ class Scorer:
             value = getattr(pred, key)
             if math.isfinite(value):
                 self.ms[key].append(value)
+        for kind, value in pred.primitive_ms_by_kind.items():
+            self.ms["primitive_ms:" + kind].append(value)
         self.gate.update(accepted=pred.gate_accepted, fallback=pred.gate_fallback, implausible=pred.gate_implausible)
 
     @property
@@ -166,6 +169,9 @@ class Scorer:
             "decode_ms": mean(self.ms["decode_ms"]), "primitive_ms": mean(self.ms["primitive_ms"]),
             "prefill_ms": mean(self.ms["prefill_ms"]), "speedup_vs_ar": None,
             "primitive_speedup_vs_ar": None,
+            "primitive_ms_by_kind": {k.split(":", 1)[1]: mean(v) for k, v in sorted(self.ms.items())
+                                     if k.startswith("primitive_ms:")},
+            "primitive_speedup_vs_ar_by_kind": {},
             "gate_accept_rate": self.gate["accepted"] / gate_n if gate_n else None,
             "gate_fallbacks": self.gate["fallback"], "gate_implausible": self.gate["implausible"],
             "gate_check_ms": mean(self.ms["gate_check_ms"]) if gate_n else None,
@@ -203,6 +209,9 @@ def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder
         if ar is not None and r["decode_ms"]:
             r["speedup_vs_ar"] = ar["decode_ms"] / r["decode_ms"]
             r["primitive_speedup_vs_ar"] = ar["primitive_ms"] / r["primitive_ms"] if r["primitive_ms"] else None
+            r["primitive_speedup_vs_ar_by_kind"] = {
+                k: ar["primitive_ms_by_kind"][k] / ms for k, ms in r["primitive_ms_by_kind"].items()
+                if ms and ar["primitive_ms_by_kind"].get(k)}
         if "ar" in tokens:
             same = [a == b for a, b in zip(tokens["ar"], tokens[r["decoder"]])]
             r["tokens_identical_to_ar"] = sum(same) / len(same) if same else None

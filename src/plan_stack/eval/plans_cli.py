@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 
 from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
@@ -32,6 +33,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_device_arguments(parser)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1: measured ~18x faster than 2 on the shared 2-core machine)")
+
+
+def recording_mismatch(manifest: dict, keyframes) -> str | None:
+    """Why these demos are not comparable with the model's data (another camera size: the image the
+    planner sees is rescaled differently, measured to halve ALOHA's box IoU), or None."""
+    recorded_with = str(manifest.get("data", {}).get("recorded_with", ""))
+    m = re.search(r"--width (\d+) --height (\d+)", recorded_with)
+    if m is None:
+        return None
+    want = (int(m[1]), int(m[2]))
+    got = sorted({tuple(kf.camera_size) for kf in keyframes})
+    if got == [want]:
+        return None
+    sizes = ", ".join(f"{w}x{h}" for w, h in got)
+    return (f"demos recorded at {sizes} px, the model's data at {want[0]}x{want[1]}: accuracy is not comparable "
+            f"with its training and held-out figures; record with `{recorded_with}`")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,12 +105,22 @@ def run(args: argparse.Namespace) -> int:
             "decoder_config": dataclasses.asdict(model.decoder(cfg).config)}
     if overlap:
         print(f"eval-plans: WARNING: {len(overlap)} episode seeds were training seeds", file=sys.stderr)
+    mismatch = recording_mismatch(model.manifest, keyframes)
+    info["recording_mismatch"] = mismatch
+    if mismatch:
+        print(f"eval-plans: WARNING: {mismatch}", file=sys.stderr)
     focus = _focus_subtask(rows)
     print(f"{args.robot}: {len(keyframes)} keyframes of {len(seeds)} episodes (seeds {seeds[0]}..{seeds[-1]}), "
           f"model {path}")
     print(EV.format_table(rows, focus))
     if focus:
         print(f"(ADE focus: the sub-task where the blind baseline is worst: {focus!r})")
+    for r in rows:
+        if r["primitive_ms_by_kind"]:
+            x = r["primitive_speedup_vs_ar_by_kind"]
+            print(f"primitive ms by kind, {r['decoder']}: " + ", ".join(
+                f"{k} {ms:.1f}" + (f" ({x[k]:.1f}x AR)" if k in x else "")
+                for k, ms in r["primitive_ms_by_kind"].items()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump({"info": info, "rows": rows}, fh, indent=1)

@@ -97,6 +97,9 @@ class DecodeStats:
     blocks_rejected: int = 0  # declared block size invalid, missing or over budget
     tokens_supplied: int = 0  # response_prefix tokens (not decoded; excluded from tau)
     positions_regenerated: int = 0
+    #: decode_primitive_ms by primitive kind (start token's kind, e.g. box / robot_2d3d_dual): a short block
+    #: costs VFlash a whole draft and target pass but AR only a few steps, so the kinds' speed-ups differ
+    primitive_ms_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def decode_ms(self) -> float:
@@ -529,6 +532,7 @@ class _Run:
             t = time.perf_counter()
             tr = self.tracker
             path = "primitive" if tr.in_primitive else "text"
+            kind = tr.start_kind
             if (self.mode == "vflash" and tr.grammar is not None and tr.grammar.layout is not None
                     and not self._attempted):
                 self.primitive_step()
@@ -539,6 +543,7 @@ class _Run:
             dt = (time.perf_counter() - t) * 1e3
             if path == "primitive":
                 st.decode_primitive_ms += dt
+                st.primitive_ms_by_kind[kind] = st.primitive_ms_by_kind.get(kind, 0.0) + dt
             else:
                 st.decode_text_ms += dt
             self._progress()

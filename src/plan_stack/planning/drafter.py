@@ -63,16 +63,43 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # one fused op: a draft is a few hundred small ops, each costs its dispatch (ONNX has no rms_norm at
+        # the opsets the engines export to)
+        if x.dtype == torch.float32 and not torch.onnx.is_in_onnx_export():
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         x32 = x.float()
         return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
 
 
+#: (head_dim, theta, device, dtype) -> cos, sin tables [positions, head_dim], grown on demand
+_ROPE_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _rope_table(d: int, theta: float, n: int, device: torch.device, dtype: torch.dtype):
+    """cos/sin of positions 0..>=n-1, the same values `pos * inv_freq` gives position by position."""
+    key = (d, theta, device, dtype)
+    cos_sin = _ROPE_TABLES.get(key)
+    if cos_sin is None or cos_sin[0].shape[0] < n:
+        size = max(n, 2 * cos_sin[0].shape[0] if cos_sin is not None else 512)
+        inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d))
+        ang = torch.arange(size, device=device).to(torch.float32)[:, None] * inv[None]
+        cos_sin = torch.cat([ang.cos(), ang.cos()], -1).to(dtype), torch.cat([ang.sin(), ang.sin()], -1).to(dtype)
+        _ROPE_TABLES[key] = cos_sin
+    return cos_sin
+
+
 def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotate-half RoPE; x [..., n, d], pos [n]."""
+    """Rotate-half RoPE; x [..., n, d], pos [n] (non-negative integer positions)."""
     d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
-    ang = pos.to(torch.float32)[:, None] * inv[None]
-    cos, sin = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype), torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
+    if torch.onnx.is_in_onnx_export():  # computed from pos in the graph: a table would be baked in at its size
+        inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
+        ang = pos.to(torch.float32)[:, None] * inv[None]
+        cos, sin = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype), torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
+    elif pos.numel() == 0:
+        return x
+    else:
+        cos_t, sin_t = _rope_table(d, theta, int(pos.max()) + 1, x.device, x.dtype)
+        cos, sin = cos_t[pos], sin_t[pos]
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
@@ -109,9 +136,14 @@ class DrafterLayer(nn.Module):
         q = self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1)
         q = _rope(q, pos, c.rope_theta)
         k, v = self.kv(x, pos)
-        k = torch.cat([ctx_k, k], 1).repeat_interleave(c.heads // c.kv_heads, 0)
-        v = torch.cat([ctx_v, v], 1).repeat_interleave(c.heads // c.kv_heads, 0)
-        att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
+        k, v = torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1)
+        if torch.onnx.is_in_onnx_export():  # the exporters know no enable_gqa: heads repeated explicitly
+            k = k.repeat_interleave(c.heads // c.kv_heads, 0)
+            v = v.repeat_interleave(c.heads // c.kv_heads, 0)
+            att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
+        else:
+            att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask,
+                                                 enable_gqa=c.heads != c.kv_heads)[0]
         h = h + self.o_proj(att.transpose(0, 1).reshape(n, c.heads * c.head_dim))
         x = self.post_norm(h)
         return h + self.down(F.silu(self.gate(x)) * self.up(x))
