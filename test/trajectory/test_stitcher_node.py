@@ -336,11 +336,11 @@ def test_gripper_samples_past_their_range_saturate_and_arm_samples_are_rejected(
             assert len(peer.trajs) == 1
 
 
-def test_after_a_clock_reset_a_bridge_mode_stitcher_waits_for_the_bridge_report():
-    """initial_state bridge, simulator reset: the bridge has no state until its next joint state, so a
-    trajectory started from joint_states that reach the stitcher first would be refused by it (seen in
-    closed-loop runs: "no joint_states received yet"). The stitcher rejects chunks, saying why, until the
-    bridge reports again, then starts from that report."""
+def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_and_after_a_clock_reset():
+    """initial_state bridge: at start-up and after a simulator reset the bridge has no state until its first
+    joint state, so a trajectory started from joint_states that reached the stitcher first would be refused
+    (seen in closed-loop runs: "no joint_states received yet"). The stitcher rejects chunks, saying why,
+    until the bridge reports, then starts from that report."""
     from builtin_interfaces.msg import Time
     from rosgraph_msgs.msg import Clock
     from trajectory_msgs.msg import JointTrajectoryPoint
@@ -375,6 +375,13 @@ def test_after_a_clock_reset_a_bridge_mode_stitcher_waits_for_the_bridge_report(
                               and active.get_subscription_count() > 0
                               and peer.count_subscribers("/clock") >= 1, 20.0)
             assert clock(50.0)
+            start = JointState(name=NAMES, position=list(map(float, ref[0])), velocity=[0.0] * len(NAMES))
+            start.header.stamp = s_to_stamp(50.0)
+            assert spin_until(ex, lambda: peer.states.publish(start) or node._measured is not None, 15.0)
+            peer.chunks.publish(chunk_at(50.0))  # joint_states, no report yet: refused with the reason
+            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
+            assert spin_until(ex, lambda: any("waiting for the bridge" in s.message for s in peer.diags), 10.0)
+            assert not peer.trajs
             hold_at(50.0, ref[0])
             assert spin_until(ex, lambda: node._executing is not None, 15.0)
             peer.chunks.publish(chunk_at(50.0))
@@ -388,8 +395,7 @@ def test_after_a_clock_reset_a_bridge_mode_stitcher_waits_for_the_bridge_report(
             assert spin_until(ex, lambda: peer.states.publish(msg) or node._measured is not None, 15.0)
             # joint_states are here, the bridge has not reported: refused with the reason, no trajectory
             peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
-            assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
-            assert spin_until(ex, lambda: any("waiting for the bridge" in s.message for s in peer.diags), 10.0)
+            assert spin_until(ex, lambda: node.counts["rejected"] == 2, 15.0)
             assert len(peer.trajs) == 1
 
             hold_at(1.0, moved)  # the bridge's first joint state after the reset: its hold
@@ -398,7 +404,7 @@ def test_after_a_clock_reset_a_bridge_mode_stitcher_waits_for_the_bridge_report(
             assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
             assert peer.trajs[1].header.stamp.sec == 1
             np.testing.assert_allclose(peer.trajs[1].points[0].positions, moved, atol=1e-12)
-            assert node.counts["rejected"] == 1
+            assert node.counts["rejected"] == 2
 
 
 def test_a_malformed_active_trajectory_is_never_stitched_onto():

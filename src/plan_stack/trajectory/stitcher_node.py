@@ -53,8 +53,9 @@ class InitialState(enum.StrEnum):
 class StitcherNodeConfig:
     initial_state: InitialState = param(
         "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
-        "reports executing on active_trajectory (its accepted trajectories, holds and stops; joint_states until "
-        "it has reported one; after a clock reset, no start until it reports again), `joint_states` = the measured "
+        "reports executing on active_trajectory (its accepted trajectories, holds and stops; no start until it has "
+        "reported, at start-up and after a clock reset: a bridge without a state refuses a start taken from "
+        "joint_states), `joint_states` = the measured "
         "state, `chunk` = the chunk's first sample at rest (only for open-loop simulation without joint_states)",
         InitialState.JOINT_STATES)
     bridge_ack_timeout_s: float = param(
@@ -131,10 +132,6 @@ class StitcherNode(Node):
         self._executing_ours = False
         self._sent: tuple[int, float] | None = None
         self._acked = False  # the bridge has reported the trajectory we published last
-        # The bridge has reported on active_trajectory at least once; after a clock reset it has no state until
-        # its next joint state, so a start taken from joint_states alone would be refused: wait for its report.
-        self._bridge_reported = False
-        self._await_bridge = False
         self._ack_delays: collections.deque[float] = collections.deque(maxlen=_ACK_HISTORY)
         if self.node_cfg.state_scale and len(self.node_cfg.state_scale) != len(self.cfg.joint_names):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
@@ -198,7 +195,6 @@ class StitcherNode(Node):
                              rejected=self.counts["bad_active_trajectories"])
             return
         sent = self._sent
-        self._bridge_reported, self._await_bridge = True, False
         self._executing = traj
         self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
         if sent is not None and self._executing_ours and not self._acked:
@@ -214,7 +210,6 @@ class StitcherNode(Node):
         self._pending = None
         self._refused = None
         self._executing, self._executing_ours, self._sent, self._acked = None, False, None, False
-        self._await_bridge = self._bridge_reported
         self._epoch_ns = (self.get_clock().now().nanoseconds // 1_000_000_000) * 1_000_000_000
         self.counts["clock_resets"] += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the active trajectory and the "
@@ -304,10 +299,11 @@ class StitcherNode(Node):
         elif self.node_cfg.initial_state != "chunk":
             self._reanchor(now_s)
         try:
-            if self._await_bridge:
-                raise ChunkError("no_state", "waiting for the bridge to report its state after the clock reset "
-                                 "(active_trajectory): it has none until its next joint state and would refuse a "
-                                 "trajectory started from joint_states")
+            if self._executing is None and self.node_cfg.initial_state == InitialState.BRIDGE:
+                # at start-up and after a clock reset the bridge has no state until its first joint state (then
+                # it reports its hold) and refuses anything started from joint_states that reached us first
+                raise ChunkError("no_state", "waiting for the bridge to report its state on active_trajectory "
+                                 "(it has none before its first joint state, at start-up or after a clock reset)")
             stamp_s = (stamp_to_ns(msg.header.stamp) - self._epoch_ns) * 1e-9
             chunk = Chunk.from_flat(stamp_s, msg.joint_names, msg.dt, msg.horizon, msg.positions)
             result = self.stitcher.process(chunk, now_s, self._measured_state(now_s, chunk))
