@@ -400,7 +400,9 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     from plan_stack.trajectory.stitching import discrete_bounds, joint_columns, limits_from_config
 
     spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
-    params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6}
+    # no bridge here: every chunk starts from the measured state (`initial_state: bridge` would wait for a report)
+    params = {**spec.parameters, "use_sim_time": False, "joint_state_timeout_s": 1e6,
+              "initial_state": "joint_states"}
     names = tuple(params["joint_names"])
     discrete = np.array([n in params.get("discrete_joints", []) for n in names])
     src = ChunkSource("rough", len(names), 50, seed, {k: params[k] for k in ("v_max", "a_max")}, discrete)

@@ -21,6 +21,8 @@ Bridges run dry: the robot config's bridge node starts in the namespace
 `/joint_states` from the bag, `/plan`, `/odom`), so it validates every
 trajectory exactly as on the robot (refusals appear in `/diagnostics`) while
 its commands go to `/dry_run/...` topics that nothing follows: nothing moves.
+A stitcher configured to start from the bridge's reports (`initial_state:
+bridge`) starts from the bag's joint states instead.
 """
 from __future__ import annotations
 
@@ -149,6 +151,9 @@ def graph_config(cfg: ReplayConfig, path: Path) -> Path:
         params = dict(spec.parameters)
         if cfg.mode == "deterministic" and spec.executable == "planner":
             params["replan_period_s"] = 0.0
+        if spec.executable == "stitcher" and params.get("initial_state") == "bridge":
+            # the dry-run bridge reports in its own namespace and follows nothing: start from the bag's joint_states
+            params["initial_state"] = "joint_states"
         params.update(cfg.overrides.get(spec.name, {}))
         nodes[spec.name] = {"executable": spec.executable, "parameters": params}
         remappings = dict(spec.remappings)
