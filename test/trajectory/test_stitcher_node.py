@@ -18,6 +18,7 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from plan_stack.msg import ActionChunk  # noqa: E402
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
 from plan_stack.ros.testing import executor_with, ros_context, spin_until  # noqa: E402
+from plan_stack.ros.time import s_to_stamp  # noqa: E402
 from plan_stack.trajectory.stitcher_node import StitcherNode  # noqa: E402
 
 NAMES = ["a", "b", "c", "grip"]
@@ -47,10 +48,29 @@ class _Peer(Node):
         msg.positions = positions.ravel().tolist()
         return msg
 
+    def chunk_at(self, t_s: float, positions: np.ndarray) -> ActionChunk:
+        msg = self.chunk(positions)
+        msg.header.stamp = s_to_stamp(t_s)
+        return msg
+
     def state(self, q):
         msg = JointState(name=NAMES, position=list(map(float, q)), velocity=[0.0] * len(NAMES))
         msg.header.stamp = self.get_clock().now().to_msg()
         self.states.publish(msg)
+
+    def state_at(self, t_s: float, q) -> None:
+        msg = JointState(name=NAMES, position=list(map(float, q)), velocity=[0.0] * len(NAMES))
+        msg.header.stamp = s_to_stamp(t_s)
+        self.states.publish(msg)
+
+
+def _set_clock(ex, node, clock_pub, t_s: float) -> bool:
+    """Publish /clock = t_s and wait until the node's clock reads it."""
+    from builtin_interfaces.msg import Time
+    from rosgraph_msgs.msg import Clock
+
+    clock_pub.publish(Clock(clock=Time(sec=int(t_s), nanosec=int(round((t_s % 1) * 1e9)))))
+    return spin_until(ex, lambda: abs(node.get_clock().now().nanoseconds * 1e-9 - t_s) < 1e-6, 15.0)
 
 
 def _reference():
@@ -240,11 +260,9 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
     """Simulator reset: /clock goes from 50 s back to 1 s. The trajectory and joint state from before are
     dropped (WARN `clock`, counted), a chunk stamped before the reset is rejected, and the next chunk starts
     from joint_states measured after the reset."""
-    from builtin_interfaces.msg import Time
     from rosgraph_msgs.msg import Clock
 
     from plan_stack.ros.qos import LATCHED_QOS
-    from plan_stack.ros.time import s_to_stamp
 
     with ros_context() as ctx:
         node = _node(ctx, use_sim_time=True)
@@ -253,19 +271,14 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
         ref = _reference()[:50]
 
         def chunk_at(t_s, positions=ref):
-            msg = peer.chunk(positions)
-            msg.header.stamp = s_to_stamp(t_s)
-            return msg
+            return peer.chunk_at(t_s, positions)
 
         def state_at(t_s, q):
-            msg = JointState(name=NAMES, position=list(map(float, q)), velocity=[0.0] * len(NAMES))
-            msg.header.stamp = s_to_stamp(t_s)
-            peer.states.publish(msg)
+            peer.state_at(t_s, q)
             return node._measured is not None and np.allclose(node._measured[1], q)
 
         def clock(t_s):
-            clock_pub.publish(Clock(clock=Time(sec=int(t_s), nanosec=int(round((t_s % 1) * 1e9)))))
-            return spin_until(ex, lambda: abs(node.get_clock().now().nanoseconds * 1e-9 - t_s) < 1e-6, 15.0)
+            return _set_clock(ex, node, clock_pub, t_s)
 
         with executor_with(ctx, node, peer) as ex:
             assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
@@ -341,12 +354,10 @@ def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_a
     joint state, so a trajectory started from joint_states that reached the stitcher first would be refused
     (seen in closed-loop runs: "no joint_states received yet"). The stitcher rejects chunks, saying why,
     until the bridge reports, then starts from that report."""
-    from builtin_interfaces.msg import Time
     from rosgraph_msgs.msg import Clock
     from trajectory_msgs.msg import JointTrajectoryPoint
 
     from plan_stack.ros.qos import LATCHED_QOS
-    from plan_stack.ros.time import s_to_stamp
 
     with ros_context() as ctx:
         node = _node(ctx, use_sim_time=True, initial_state="bridge")
@@ -356,9 +367,7 @@ def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_a
         ref = _reference()[:50]
 
         def chunk_at(t_s, positions=ref):
-            msg = peer.chunk(positions)
-            msg.header.stamp = s_to_stamp(t_s)
-            return msg
+            return peer.chunk_at(t_s, positions)
 
         def hold_at(t_s, q):
             msg = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=list(map(float, q)))])
@@ -366,8 +375,7 @@ def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_a
             active.publish(msg)
 
         def clock(t_s):
-            clock_pub.publish(Clock(clock=Time(sec=int(t_s), nanosec=int(round((t_s % 1) * 1e9)))))
-            return spin_until(ex, lambda: abs(node.get_clock().now().nanoseconds * 1e-9 - t_s) < 1e-6, 15.0)
+            return _set_clock(ex, node, clock_pub, t_s)
 
         with executor_with(ctx, node, peer) as ex:
             assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
@@ -375,9 +383,7 @@ def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_a
                               and active.get_subscription_count() > 0
                               and peer.count_subscribers("/clock") >= 1, 20.0)
             assert clock(50.0)
-            start = JointState(name=NAMES, position=list(map(float, ref[0])), velocity=[0.0] * len(NAMES))
-            start.header.stamp = s_to_stamp(50.0)
-            assert spin_until(ex, lambda: peer.states.publish(start) or node._measured is not None, 15.0)
+            assert spin_until(ex, lambda: peer.state_at(50.0, ref[0]) or node._measured is not None, 15.0)
             peer.chunks.publish(chunk_at(50.0))  # joint_states, no report yet: refused with the reason
             assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
             assert spin_until(ex, lambda: any("waiting for the bridge" in s.message for s in peer.diags), 10.0)
@@ -390,9 +396,7 @@ def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_a
             assert clock(1.0)  # the simulator was reset
             assert spin_until(ex, lambda: node.counts["clock_resets"] == 1, 15.0)
             moved = ref[0] + np.array([0.3, -0.2, 0.1, 0.0])  # where the reset left the robot
-            msg = JointState(name=NAMES, position=list(map(float, moved)), velocity=[0.0] * len(NAMES))
-            msg.header.stamp = s_to_stamp(1.0)
-            assert spin_until(ex, lambda: peer.states.publish(msg) or node._measured is not None, 15.0)
+            assert spin_until(ex, lambda: peer.state_at(1.0, moved) or node._measured is not None, 15.0)
             # joint_states are here, the bridge has not reported: refused with the reason, no trajectory
             peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
             assert spin_until(ex, lambda: node.counts["rejected"] == 2, 15.0)
