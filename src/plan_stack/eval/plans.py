@@ -117,6 +117,7 @@ class Scorer:
         self.match = 0
         self.outliers = 0
         self.ms: dict[str, list[float]] = collections.defaultdict(list)
+        self.primitive_ms_by_kind: dict[str, list[float]] = collections.defaultdict(list)
         self.gate: collections.Counter[str] = collections.Counter()
 
     def add(self, kf: Keyframe, pred: Prediction) -> None:
@@ -144,7 +145,7 @@ class Scorer:
             if math.isfinite(value):
                 self.ms[key].append(value)
         for kind, value in pred.primitive_ms_by_kind.items():
-            self.ms["primitive_ms:" + kind].append(value)
+            self.primitive_ms_by_kind[kind].append(value)
         self.gate.update(accepted=pred.gate_accepted, fallback=pred.gate_fallback, implausible=pred.gate_implausible)
 
     @property
@@ -169,8 +170,7 @@ class Scorer:
             "decode_ms": mean(self.ms["decode_ms"]), "primitive_ms": mean(self.ms["primitive_ms"]),
             "prefill_ms": mean(self.ms["prefill_ms"]), "speedup_vs_ar": None,
             "primitive_speedup_vs_ar": None,
-            "primitive_ms_by_kind": {k.split(":", 1)[1]: mean(v) for k, v in sorted(self.ms.items())
-                                     if k.startswith("primitive_ms:")},
+            "primitive_ms_by_kind": {k: mean(v) for k, v in sorted(self.primitive_ms_by_kind.items())},
             "primitive_speedup_vs_ar_by_kind": {},
             "gate_accept_rate": self.gate["accepted"] / gate_n if gate_n else None,
             "gate_fallbacks": self.gate["fallback"], "gate_implausible": self.gate["implausible"],

@@ -71,20 +71,24 @@ class RMSNorm(nn.Module):
         return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
 
 
+def _cos_sin(pos: torch.Tensor, d: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary cos/sin [n, d] of positions pos [n]."""
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=pos.device) / d))
+    ang = pos.to(torch.float32)[:, None] * inv[None]
+    return torch.cat([ang.cos(), ang.cos()], -1).to(dtype), torch.cat([ang.sin(), ang.sin()], -1).to(dtype)
+
+
 #: (head_dim, theta, device, dtype) -> cos, sin tables [positions, head_dim], grown on demand
 _ROPE_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def _rope_table(d: int, theta: float, n: int, device: torch.device, dtype: torch.dtype):
-    """cos/sin of positions 0..>=n-1, the same values `pos * inv_freq` gives position by position."""
+    """cos/sin of positions 0..>=n-1, the same values `_cos_sin` gives position by position."""
     key = (d, theta, device, dtype)
     cos_sin = _ROPE_TABLES.get(key)
     if cos_sin is None or cos_sin[0].shape[0] < n:
         size = max(n, 2 * cos_sin[0].shape[0] if cos_sin is not None else 512)
-        inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d))
-        ang = torch.arange(size, device=device).to(torch.float32)[:, None] * inv[None]
-        cos_sin = torch.cat([ang.cos(), ang.cos()], -1).to(dtype), torch.cat([ang.sin(), ang.sin()], -1).to(dtype)
-        _ROPE_TABLES[key] = cos_sin
+        cos_sin = _ROPE_TABLES[key] = _cos_sin(torch.arange(size, device=device), d, theta, dtype)
     return cos_sin
 
 
@@ -92,9 +96,7 @@ def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotate-half RoPE; x [..., n, d], pos [n] (non-negative integer positions)."""
     d = x.shape[-1]
     if torch.onnx.is_in_onnx_export():  # computed from pos in the graph: a table would be baked in at its size
-        inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d))
-        ang = pos.to(torch.float32)[:, None] * inv[None]
-        cos, sin = torch.cat([ang.cos(), ang.cos()], -1).to(x.dtype), torch.cat([ang.sin(), ang.sin()], -1).to(x.dtype)
+        cos, sin = _cos_sin(pos, d, theta, x.dtype)
     elif pos.numel() == 0:
         return x
     else:

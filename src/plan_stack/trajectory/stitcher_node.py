@@ -55,9 +55,8 @@ class StitcherNodeConfig:
         "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
         "reports executing on active_trajectory (its accepted trajectories, holds and stops; no start until it has "
         "reported, at start-up and after a clock reset: a bridge without a state refuses a start taken from "
-        "joint_states), `joint_states` = the measured "
-        "state, `chunk` = the chunk's first sample at rest (only for open-loop simulation without joint_states)",
-        InitialState.JOINT_STATES)
+        "joint_states), `joint_states` = the measured state, `chunk` = the chunk's first sample at rest (only for "
+        "open-loop simulation without joint_states)", InitialState.JOINT_STATES)
     bridge_ack_timeout_s: float = param(
         "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
         "published (or twice the slowest of the last 20 reports, if longer) counts as refused, and the next one "
@@ -296,7 +295,7 @@ class StitcherNode(Node):
         now_s = self._now_s()
         if self._executing is not None:
             self._follow_bridge(now_s)
-        elif self.node_cfg.initial_state != "chunk":
+        elif self.node_cfg.initial_state == InitialState.JOINT_STATES:
             self._reanchor(now_s)
         try:
             if self._executing is None and self.node_cfg.initial_state == InitialState.BRIDGE:
