@@ -258,8 +258,11 @@ class BindingCase:
         self.ratios: list[tuple[float, float, float]] = []
         self.rms: list[float] = []
 
-    def run(self, calls: int, record: bool = True) -> None:
+    def run(self, calls: int, record: bool = True, period_s: float = 0.0) -> None:
+        """`period_s` > 0: one call per period, as chunks arrive (caches and the CPU cool down in between)."""
         for _ in range(calls):
+            if period_s > 0:
+                time.sleep(period_s)
             chunk, now, measured = self.src.next()
             if measured is not None:
                 self.st.reset()
@@ -347,22 +350,24 @@ class BindingCase:
 
 COLUMNS = ["workload", "backend", "dof", "median_ms", "p90_ms", "p99_ms", "min_ms", "constrained_frac", "rms_error",
            "max_v_ratio", "max_a_ratio", "max_j_ratio", "violations", "interp_violations", "fallbacks", "failed",
-           "x_reference",
+           "x_reference", "paced_hz",
            "samples"]
 
 #: The slow exact numpy active set gets fewer calls (it takes ~100x longer on binding chunks).
 SLOW_BACKENDS = {"mpc-active-set": 0.1}
 
 
-def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> list[dict]:
+def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5, paced_hz: float = 0.0) -> list[dict]:
+    """`paced_hz` > 0: each case's calls come at that rate instead of back to back."""
+    period_s = 1.0 / paced_hz if paced_hz > 0 else 0.0
     cases = [BindingCase(w, b, d, H, seed) for d in dofs for w in workloads for b in backends]
     for case in cases:
         case.run(max(2, warmup if case.backend not in SLOW_BACKENDS else 2), record=False)
     for _ in range(rounds):
         for case in cases:
             n = max(1, round(reps * SLOW_BACKENDS.get(case.backend, 1.0) / rounds))
-            case.run(n)
-    rows = [case.row() for case in cases]
+            case.run(n, period_s=period_s)
+    rows = [{**case.row(), "paced_hz": paced_hz} for case in cases]
     ref = {(r["workload"], r["dof"], "mpc" if r["backend"] == "ref-osqp" else "ruckig"): r["median_ms"]
            for r in rows if r["backend"] in ("ref-osqp", "ref-ruckig")}
     for r in rows:
@@ -374,7 +379,8 @@ def run_binding(workloads, backends, dofs, H, reps, warmup, seed, rounds=5) -> l
 
 DDS_COLUMNS = ["suite", "workload", "dof", "chunks", "received", "p50_ms", "p95_ms", "p99_ms", "solve_p50_ms",
                "convert_p50_ms", "convert_share", "to_callback_p50_ms", "callback_to_publish_p50_ms",
-               "publish_to_receipt_p50_ms", "publish_to_return_p50_ms", "publish_call_p50_ms", "generators"]
+               "publish_to_receipt_p50_ms", "publish_to_return_p50_ms", "publish_call_p50_ms", "solve_p95_ms",
+               "to_callback_p95_ms", "callback_to_publish_p95_ms", "publish_to_receipt_p95_ms", "generators"]
 
 
 def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[dict]:
@@ -531,8 +537,8 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: float("nan"))
     n = min(len(sent), len(entered), len(published), len(returned), len(got))
 
-    def med(a, b) -> float:  # median of b - a over the chunks (ms)
-        return float(np.median((np.asarray(b[:n]) - np.asarray(a[:n])) * 1e3)) if n else float("nan")
+    def med(a, b, q: float = 50) -> float:  # percentile q of b - a over the chunks (ms)
+        return float(np.percentile((np.asarray(b[:n]) - np.asarray(a[:n])) * 1e3, q)) if n else float("nan")
 
     return [{"suite": "dds", "workload": "rough", "dof": len(names), "chunks": n_chunks, "received": len(lat),
              "p50_ms": p50, "p95_ms": pct(95), "p99_ms": pct(99),
@@ -541,6 +547,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
              "to_callback_p50_ms": med(sent, entered), "callback_to_publish_p50_ms": med(entered, published),
              "publish_to_receipt_p50_ms": med(published, got), "publish_to_return_p50_ms": med(published, returned),
              "publish_call_p50_ms": float(np.median(publish_call)) if publish_call else float("nan"),
+             # where the tail is: each part's own p95 (the parts' p95s do not add up to the latency's)
+             "solve_p95_ms": float(np.percentile(solve_ms, 95)) if solve_ms else float("nan"),
+             "to_callback_p95_ms": med(sent, entered, 95), "callback_to_publish_p95_ms": med(entered, published, 95),
+             "publish_to_receipt_p95_ms": med(published, got, 95),
              "generators": " ".join(f"{k}:{v}" for k, v in sorted(generators.items()))}]
 
 
