@@ -377,14 +377,15 @@ def sim_rows(executor: str, processes: bool, args, tmp: str, domain: int) -> lis
         time.sleep(max(0.0, w0 - time.time()))
         pids = {}
         for k, p in procs.items():
-            if k == "all" and processes:  # plan-stack up --processes: one child per node
-                for child in _descendants(p.pid):
-                    with open(f"/proc/{child}/cmdline") as fh:
-                        argv = fh.read().split("\0")
-                    if "--only" in argv:
-                        pids[argv[argv.index("--only") + 1]] = child
-            else:
-                pids[k] = p.pid
+            # plan-stack up --processes: one child per node; plan-stack up: one child for the shared process
+            # and one per `own_process` node (the planner) when the config has any
+            children = {}
+            for child in _descendants(p.pid) if k == "all" else ():
+                with open(f"/proc/{child}/cmdline") as fh:
+                    argv = fh.read().split("\0")
+                if "--only" in argv:
+                    children[argv[argv.index("--only") + 1]] = child
+            pids.update(children or {k: p.pid})
         c0 = {k: _cpu_s(pid) for k, pid in pids.items()}
         time.sleep(max(0.0, w1 - time.time()))
         cpu = {k: 100.0 * (_cpu_s(pid) - c0[k]) / (w1 - w0) for k, pid in pids.items()}
@@ -404,7 +405,7 @@ def sim_rows(executor: str, processes: bool, args, tmp: str, domain: int) -> lis
     mode = "processes" if processes else "one_process"
     rows = [{"part": "sim", "executor": executor, "mode": mode, "node": "(all)", "cpu_percent": sum(cpu.values()),
              "rtf": rtf, "load1": load}]
-    if processes:
+    if len(cpu) > 1:
         rows += [{"part": "sim", "executor": executor, "mode": mode, "node": k, "cpu_percent": v, "rtf": rtf,
                   "load1": load} for k, v in sorted(cpu.items())]
     return rows
@@ -424,7 +425,9 @@ def main(argv=None) -> int:
     p.add_argument("--executors", nargs="+", default=list(EXECUTORS), choices=list(EXECUTORS))
     p.add_argument("--idle-nodes", nargs="+", default=list(IDLE_NODES), choices=list(IDLE_NODES))
     p.add_argument("--sim-modes", nargs="+", default=["one_process", "processes"],
-                   choices=["one_process", "processes"])
+                   choices=["one_process", "processes"],
+                   help="one_process: `plan-stack up aloha` as it is (the shared process, and the config's "
+                        "own_process nodes in their own); processes: with --processes")
     p.add_argument("--duration", type=float, default=12.0, help="s per ingest/sim row (warm-up included)")
     p.add_argument("--warmup", type=float, default=3.0, help="s excluded at the start of a row")
     p.add_argument("--startup", type=float, default=5.0, help="s allowed for the processes to start")

@@ -26,15 +26,16 @@ nodes:
       action_chunk: left/action_chunk
   right_stitcher:
     executable: stitcher
+    own_process: {own}
     parameters:
       joint_names: [c]
       dt: {dt}
 """
 
 
-def _start(tmp_path, *extra, dt="0.01"):
+def _start(tmp_path, *extra, dt="0.01", own="false"):
     path = tmp_path / "robot.yaml"
-    path.write_text(CONFIG.format(dt=dt))
+    path.write_text(CONFIG.format(dt=dt, own=own))
     return subprocess.Popen([sys.executable, "-m", "plan_stack.cli", "up", str(path), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -47,9 +48,10 @@ def _parameter(probe, ex, node, name):
     return fut.result().values[0]
 
 
-@pytest.mark.parametrize("mode", [[], ["--processes"]], ids=["one_process", "processes"])
-def test_up_starts_configured_nodes_with_their_parameters_and_stops_on_sigint(tmp_path, mode):
-    proc = _start(tmp_path, *mode)
+@pytest.mark.parametrize("mode,own", [([], "false"), (["--processes"], "false"), ([], "true")],
+                         ids=["one_process", "processes", "own_process"])
+def test_up_starts_configured_nodes_with_their_parameters_and_stops_on_sigint(tmp_path, mode, own):
+    proc = _start(tmp_path, *mode, own=own)
     try:
         with ros_context() as ctx:
             probe = Node("bringup_probe", context=ctx)
@@ -63,6 +65,11 @@ def test_up_starts_configured_nodes_with_their_parameters_and_stops_on_sigint(tm
                 topics = dict(probe.get_topic_names_and_types())
                 assert spin_until(ex, lambda: "/left/action_chunk" in dict(probe.get_topic_names_and_types()),
                                   10.0), sorted(topics)
+                # which processes run the nodes: the bring-up's children, each `--only` its group
+                groups = sorted(_children_only_args(proc.pid))
+                assert groups == {"one_process": [], "processes": ["left_stitcher", "right_stitcher"],
+                                  "own_process": ["left_stitcher", "right_stitcher"]}[
+                    "processes" if mode else ("own_process" if own == "true" else "one_process")], groups
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
@@ -133,6 +140,47 @@ def _parameter_eventually(probe, ex, node, name, timeout_s):
                 return fut.result().values[0]
         probe.destroy_client(client)
     raise AssertionError(f"/{node}/get_parameters did not answer in {timeout_s} s")
+
+
+def _children_only_args(pid):
+    """The `--only` argument of each direct child process of `pid` that is a bring-up."""
+    import pathlib
+
+    out = []
+    for proc_dir in pathlib.Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            stat = (proc_dir / "stat").read_text()
+            cmd = (proc_dir / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, UnicodeDecodeError):
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and "--only" in cmd:
+            out.append(cmd[cmd.index("--only") + 1])
+    return out
+
+
+def test_process_groups_share_one_process_except_own_process_nodes():
+    from plan_stack.bringup import process_groups
+    from plan_stack.robot_config import NodeSpec
+
+    a, b, c = (NodeSpec(n, "stitcher", {}, {}, own_process=n == "b") for n in "abc")
+    assert process_groups([a, b, c], processes=False) == [[a, c], [b]]
+    assert process_groups([a, b, c], processes=True) == [[a], [b], [c]]
+    assert process_groups([b], processes=False) == [[b]]
+    assert process_groups([a, c], processes=False) == [[a, c]]
+
+
+def test_own_process_must_be_a_boolean(tmp_path):
+    from plan_stack.config import ConfigError
+    from plan_stack.robot_config import load_robot_config
+
+    path = tmp_path / "robot.yaml"
+    path.write_text("nodes:\n  s:\n    executable: stitcher\n    own_process: yes please\n")
+    with pytest.raises(ConfigError, match="nodes.s.own_process: expected true or false"):
+        load_robot_config(str(path))
+    assert any(s.own_process for s in load_robot_config("aloha").nodes if s.name == "planner")
 
 
 def _node_pid(name):

@@ -1,13 +1,17 @@
 """`plan-stack up <robot>`: start the nodes of config/<robot>.yaml.
 
 Without launch/ros2cli (not installable from PyPI) this is how the stack runs
-here, and it is handy on real installs too: all nodes in one process on a
-MultiThreadedExecutor (default), or one process per node (`--processes`),
-exactly the nodes and parameters the launch files use. Ctrl-C / SIGTERM
+here, and it is handy on real installs too: all nodes in one process, each on
+its own executor (default), except the nodes the config marks `own_process:
+true` (the planner: its decoding is Python-bound, and in a shared process it
+waits on the other nodes' threads for the GIL: measured 4x slower, plans 2-5 s
+old at the chunker), which then run in processes of their own; or one process
+per node (`--processes`); exactly the nodes and parameters the launch files
+use. Ctrl-C / SIGTERM
 stops every node cleanly; a node that rejects its parameters stops the whole
 bring-up with exit status 2 and a message naming the parameter.
 
-Failure behaviour: with `--processes`, a node process that dies (crash,
+Failure behaviour: with more than one process, a node process that dies (crash,
 `kill -9`, a failed worker thread: exit status 1) is restarted after a
 back-off that doubles from RESPAWN_DELAY_S up to RESPAWN_MAX_DELAY_S (reset
 once it has stayed up RESPAWN_RESET_S), like launch's `respawn`, and each
@@ -61,8 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rviz", action="store_true", help="also start rviz2 with config/plan_stack.rviz")
     parser.add_argument("--processes", action="store_true", help="one process per node instead of one process")
     parser.add_argument("--no-respawn", dest="respawn", action="store_false",
-                        help="with --processes: stop everything when a node dies instead of restarting it")
-    parser.add_argument("--only", metavar="NODE", help="start only this node of the config")
+                        help="with more than one process: stop everything when a node process dies instead of "
+                             "restarting it")
+    parser.add_argument("--only", metavar="NODE[,NODE...]",
+                        help="start only these nodes of the config (comma-separated), in this process")
     parser.add_argument("--threads", type=int, default=None, help="executor threads (one process)")
 
 
@@ -125,11 +131,24 @@ def respawn_delay(quick_deaths: int) -> float:
     return min(RESPAWN_MAX_DELAY_S, RESPAWN_DELAY_S * 2.0 ** max(0, quick_deaths - 1))
 
 
-def _run_processes(robot: str, specs: list[NodeSpec], respawn: bool = True,
-                   use_sim_time: bool | None = None) -> int:
+def process_groups(specs: list[NodeSpec], processes: bool) -> list[list[NodeSpec]]:
+    """The nodes of each process: one per node with `processes`, else every node that does not ask for
+    `own_process` together and each node that does on its own (config order kept within a group)."""
+    if processes:
+        return [[s] for s in specs]
+    shared = [s for s in specs if not s.own_process]
+    return ([shared] if shared else []) + [[s] for s in specs if s.own_process]
+
+
+def _run_processes(robot: str, groups: list[list[NodeSpec]], respawn: bool = True,
+                   use_sim_time: bool | None = None, threads: int | None = None) -> int:
     extra = [] if use_sim_time is None else ["--use-sim-time", str(use_sim_time).lower()]
-    children = [_Child(spec.name, [sys.executable, "-m", "plan_stack.bringup", robot, "--only", spec.name, *extra])
-                for spec in specs]
+    if threads is not None:
+        extra += ["--threads", str(threads)]
+    children = [_Child(",".join(s.name for s in group),
+                       [sys.executable, "-m", "plan_stack.bringup", robot, "--only", ",".join(s.name for s in group),
+                        *extra])
+                for group in groups]
     stopping = False
 
     def stop(signum=None, frame=None):
@@ -207,17 +226,22 @@ def run(args: argparse.Namespace) -> int:
         return 2
     specs = list(cfg.nodes)
     if args.only:
-        specs = [s for s in specs if s.name == args.only]
-        if not specs:
-            print(f"plan-stack up: no node {args.only!r} in {cfg.path}", file=sys.stderr)
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        missing = [n for n in wanted if n not in {s.name for s in specs}]
+        if missing or not wanted:
+            print(f"plan-stack up: no node {(missing or [args.only])[0]!r} in {cfg.path}", file=sys.stderr)
             return 2
+        specs = [s for s in specs if s.name in wanted]
     if not specs:
         print(f"plan-stack up: {cfg.path} lists no nodes", file=sys.stderr)
         return 2
     rviz = start_rviz() if getattr(args, "rviz", False) else None
     try:
-        if args.processes and len(specs) > 1:
-            return _run_processes(str(cfg.path), specs, respawn=args.respawn, use_sim_time=args.use_sim_time)
+        # --only: exactly these nodes in this process (how the bring-up starts its own children)
+        groups = [specs] if args.only else process_groups(specs, args.processes)
+        if len(groups) > 1:
+            return _run_processes(str(cfg.path), groups, respawn=args.respawn, use_sim_time=args.use_sim_time,
+                                  threads=args.threads)
         return _run_in_process(specs, args.threads)
     finally:
         if rviz is not None and rviz.poll() is None:

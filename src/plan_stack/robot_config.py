@@ -37,6 +37,9 @@ class NodeSpec:
     executable: str
     parameters: dict[str, Any]
     remappings: dict[str, str]
+    #: `plan-stack up` (one process) runs this node in a process of its own: a long Python-bound
+    #: computation (the planner's decoding) would otherwise wait on the other nodes for the GIL
+    own_process: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +113,7 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
     derived = []
     for name, body in _mapping(data.get("nodes"), f"{path}: nodes").items():
         body = _mapping(body, f"{path}: nodes.{name}")
-        extra = sorted(set(body) - {"executable", "parameters", "remappings", "limits_from"})
+        extra = sorted(set(body) - {"executable", "parameters", "remappings", "limits_from", "own_process"})
         if extra:
             raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
         params = {**common, **_mapping(body.get("parameters"), f"nodes.{name}.parameters")}
@@ -121,7 +124,11 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
         exe = body.get("executable", name)
         if exe not in NODES:
             raise ConfigError(f"nodes.{name}.executable: unknown executable {exe!r} (known: {sorted(NODES)})")
-        specs.append(NodeSpec(name=str(name), executable=exe, parameters=params, remappings=remaps))
+        own = body.get("own_process", False)
+        if not isinstance(own, bool):
+            raise ConfigError(f"nodes.{name}.own_process: expected true or false, got {own!r} in {path}")
+        specs.append(NodeSpec(name=str(name), executable=exe, parameters=params, remappings=remaps,
+                              own_process=own))
         if body.get("limits_from") is not None:
             derived.append((specs[-1], _mapping(body["limits_from"], f"nodes.{name}.limits_from")))
     for spec, rule in derived:
