@@ -187,6 +187,9 @@ class _Shape:
         self.Kr = scipy.linalg.cho_solve(cho, Gq.T * wq[None, :])  # [N, N]
         self.Lx = self.T_all + self.G_all @ self.Kx  # [3N, 3]
         self.Lr = self.G_all @ self.Kr  # [3N, N]
+        # [jerks; states] of every joint in one product with [x0; r]: [n_u + 3N, 3 + N]
+        self.gains = np.ascontiguousarray(np.block([[self.Kx, self.Kr], [self.Lx, self.Lr]]))
+        self.T_all_t = np.ascontiguousarray(self.T_all.T)  # [3, 3N]: x0ᵀ Tᵀ gives each joint's free response as a row
         self.H_inv = scipy.linalg.cho_solve(cho, np.eye(nu))
         self.C_all = np.vstack([self.G_all, np.eye(nu)])  # rows: q, v, a (after each step), u
         self._osqp = None
@@ -389,7 +392,7 @@ class JointMpc:
         self._qp_cache: tuple[Limits, Limits] | None = None  # (limits, the QP's shrunk limits) of the last call
         self._brake = np.zeros(0)
         self._inset_cache: dict[tuple[int, float], tuple[Limits, np.ndarray, tuple]] = {}
-        self._daqp_per_joint: dict[int, tuple[Limits, list]] = {}  # id(shape) -> (QP limits, model per joint)
+        self._daqp_per_joint: dict[int, tuple[Limits, tuple]] = {}  # id(shape) -> (QP limits, `_daqp_data`)
 
     def shape(self, n_steps: int, dt: float, settle: bool) -> _Shape:
         key = (n_steps, float(dt), bool(settle))
@@ -429,43 +432,26 @@ class JointMpc:
     def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray,
                      inset: np.ndarray):
         """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
-        bounded), v, a and brake rows in physical units. Gradients and bounds of all these joints are
-        built in a few batched numpy operations, one contiguous row per joint (what DAQP reads without a
-        copy); only the update and the solve run per joint. Returns (jerks [N, n], failed joint indices,
-        iterations)."""
-        N = sh.n
-        c = self._brake[joints]
-        free = sh.T_all @ x0[:, joints]  # [3N, n] states of zero jerk
-        fv, fa = free[N:2 * N], free[2 * N:]
-        v, a, jm = lim.v_max[joints], lim.a_max[joints], lim.j_max[joints]
-        has_q = np.isfinite(lim.q_min[joints]) | np.isfinite(lim.q_max[joints])
-        n = len(joints)
-        # rows of every joint's upper bounds: jerks, q, v, a, brake ([n, nu + 4N]; the q block is skipped
-        # for joints without position limits)
-        nu = sh.nu
-        hi = np.empty((nu + 4 * N, n))
-        lo = np.empty_like(hi)
-        hi[:nu], lo[:nu] = jm, -jm
-        q0 = nu
-        hi[q0:q0 + N] = np.minimum(lim.q_max[joints], 1e30) - inset[:, joints] - free[:N]
-        lo[q0:q0 + N] = np.maximum(lim.q_min[joints], -1e30) + inset[:, joints] - free[:N]
-        r = q0 + N
-        hi[r:r + N], lo[r:r + N] = v - fv, -v - fv
-        r += N
-        hi[r:r + N], lo[r:r + N] = a - fa, -a - fa
-        r += N
-        fb = fv + c * fa
-        hi[r:], lo[r:] = v - fb, -v - fb
-        HI, LO = np.ascontiguousarray(hi.T), np.ascontiguousarray(lo.T)  # [n, rows]
+        bounded), v, a and brake rows in physical units. A joint's bounds are fixed rows (its limits, cached
+        per shape and limits) less the free response of its start state (zero jerk), one contiguous row per
+        joint (what DAQP reads without a copy), built for all these joints in a few numpy operations; only
+        the update and the solve run per joint. Returns (jerks [N, n], failed joint indices, iterations)."""
+        N, nu = sh.n, sh.nu
+        models, hi0, lo0, has_q, no_q = self._daqp_data(sh, lim, inset)
+        free = x0[:, joints].T @ sh.T_all_t  # [n, 3N]: q, v, a after each step at zero jerk
+        off = np.empty((len(joints), nu + 4 * N))  # rows: jerks (no offset), q, v, a, brake (v + c a)
+        off[:, :nu] = 0.0
+        off[:, nu:nu + 3 * N] = free
+        off[:, nu + 3 * N:] = free[:, N:2 * N] + self._brake[joints, None] * free[:, 2 * N:]
+        HI = hi0[joints] - off
+        LO = lo0[joints] - off
         F = -(J[:, joints].T @ sh.hessian)  # [n, N]: rows of -(H J) (H symmetric), contiguous
-        no_q = np.concatenate([np.arange(nu), np.arange(nu + N, hi.shape[0])])
-        out = np.empty((n, nu))
+        out = np.empty((len(joints), nu))
         failed: list[int] = []
         iters = 0
-        models = self._daqp_models(sh, lim)
         for k, d in enumerate(joints.tolist()):
             model = models[d]
-            if has_q[k]:
+            if has_q[d]:
                 model.update(f=F[k], bupper=HI[k], blower=LO[k])
             else:
                 model.update(f=F[k], bupper=HI[k, no_q], blower=LO[k, no_q])
@@ -482,14 +468,25 @@ class JointMpc:
                 out[k] = J[:, joints[k]]
         return out.T, failed, int(iters)
 
-    def _daqp_models(self, sh: _Shape, lim: Limits) -> list:
-        """The DAQP workspace of each joint (by brake coefficient and whether it has position rows) for these
-        QP limits and this shape: looked up once per (shape, limits), not per joint and call."""
+    def _daqp_data(self, sh: _Shape, lim: Limits, inset: np.ndarray):
+        """(DAQP workspace per joint, upper and lower bound rows [D, nu + 4N] of a start at rest at zero (jerks,
+        q, v, a, brake), whether each joint has position rows [D], the row indices without them): what
+        `_daqp_joints` needs that depends only on the shape and the QP's limits, built once per pair."""
         cached = self._daqp_per_joint.get(id(sh))
         if cached is None or cached[0] is not lim:
+            N, nu = sh.n, sh.nu
             has_q = np.isfinite(lim.q_min) | np.isfinite(lim.q_max)
             models = [self._daqp_model(sh, float(self._brake[d]), bool(has_q[d])) for d in range(lim.dof)]
-            cached = self._daqp_per_joint[id(sh)] = (lim, models)
+            hi = np.empty((lim.dof, nu + 4 * N))
+            hi[:, :nu] = lim.j_max[:, None]
+            hi[:, nu:nu + N] = np.minimum(lim.q_max, 1e30)[:, None] - inset.T
+            hi[:, nu + N:nu + 2 * N] = lim.v_max[:, None]
+            hi[:, nu + 2 * N:nu + 3 * N] = lim.a_max[:, None]
+            hi[:, nu + 3 * N:] = lim.v_max[:, None]
+            lo = -hi
+            lo[:, nu:nu + N] = np.maximum(lim.q_min, -1e30)[:, None] + inset.T
+            no_q = np.concatenate([np.arange(nu), np.arange(nu + N, nu + 4 * N)])
+            cached = self._daqp_per_joint[id(sh)] = (lim, (models, hi, lo, has_q, no_q))
         return cached[1]
 
     def _inset_and_bounds(self, n_steps: int, dt: float, lim: Limits):
@@ -519,8 +516,8 @@ class JointMpc:
         sh = self.shape(N, dt, settle)
         lim = self.qp_limits(limits)
         R = ref[1:]
-        J = sh.Kx @ x0 + sh.Kr @ R  # [N, D]
-        S = sh.Lx @ x0 + sh.Lr @ R  # [3N, D]
+        Z = sh.gains @ np.concatenate([x0, R])  # unconstrained optimum: jerks [n_u, D], then states [3N, D]
+        J, S = Z[:sh.nu], Z[sh.nu:]
         inset, bounds = self._inset_and_bounds(N, dt, lim)
         bad = np.flatnonzero(_violates(S, J, lim, self._brake, N, bounds))
         failed: list[int] = []
