@@ -387,8 +387,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     """Chunk -> trajectory latency of the `stitcher` node over DDS (config/aloha.yaml's stitcher
     parameters): a publisher node sends rough 14-DoF chunks, a subscriber node receives the
     JointTrajectory; each node spins on its own executor in its own thread (as `plan-stack up`).
-    Latency = publish call -> receipt. Conversion = ActionChunk -> Chunk and Trajectory ->
-    JointTrajectory, timed on the same messages; its share is of the median latency."""
+    Latency = publish call -> receipt. Conversion = ActionChunk -> Chunk, Trajectory ->
+    the serialized JointTrajectory (the node publishes CDR built from the arrays; the receiver reads it raw
+    into a Trajectory, as the bridges do, and the latency ends there), timed on the same messages; its share
+    is of the median latency."""
     import threading
 
     import rclpy
@@ -402,7 +404,8 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     from plan_stack.ros.lifecycle import executor_for
     from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
     from plan_stack.ros.testing import ros_context
-    from plan_stack.trajectory.stitcher_node import StitcherNode, trajectory_to_msg
+    from plan_stack.ros.trajectory import trajectory_from_cdr, trajectory_to_cdr
+    from plan_stack.trajectory.stitcher_node import StitcherNode
     from plan_stack.trajectory.stitching import discrete_bounds, joint_columns, limits_from_config
 
     spec = next(s for s in load_robot_config("aloha").nodes if s.name == "stitcher")
@@ -425,6 +428,7 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
     got: list[float] = []
     conv_in: list[float] = []
     conv_out: list[float] = []
+    conv_recv: list[float] = []  # the receiver's trajectory_from_cdr, as a bridge reads the stream
     entered: list[float] = []  # the chunk callback starts
     published: list[float] = []  # the stitcher's publish call returns
     returned: list[float] = []  # the chunk callback returns (diagnostics done)
@@ -452,11 +456,14 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
         js = peer.create_publisher(JointState, "joint_states", SENSOR_QOS)
         arrived = threading.Event()  # the main thread blocks on it (polling would take the GIL every wake-up)
 
-        def on_trajectory(m) -> None:
+        def on_trajectory(data: bytes) -> None:  # as the bridges read it: raw, then the arrays with numpy
+            t0 = time.perf_counter()
+            trajectory_from_cdr(data)
             got.append(time.perf_counter())
+            conv_recv.append((got[-1] - t0) * 1e3)
             arrived.set()
 
-        peer.create_subscription(JointTrajectory, "trajectory", on_trajectory, RELIABLE_QOS)
+        peer.create_subscription(JointTrajectory, "trajectory", on_trajectory, RELIABLE_QOS, raw=True)
         solve_ms: list[float] = []
         generators: dict[str, int] = {}  # which generator made the trajectories (mpc: the binding solve timed)
         orig = node.stitcher.process
@@ -529,10 +536,10 @@ def run_dds(n_chunks: int = 60, rate_hz: float = 10.0, seed: int = 0) -> list[di
         node.destroy_node()
     for traj, lead_s in emitted:  # the node's conversion, timed on the same trajectories after the run
         t0 = time.perf_counter()
-        trajectory_to_msg(traj, 0, lead_s=lead_s)
+        trajectory_to_cdr(traj, 0, lead_s=lead_s)
         conv_out.append((time.perf_counter() - t0) * 1e3)
     lat = np.array([g - s for s, g in zip(sent, got)]) * 1e3
-    convert_p50 = float(np.median(conv_in) + np.median(conv_out)) if conv_out else float("nan")
+    convert_p50 = float(np.median(conv_in) + np.median(conv_out) + np.median(conv_recv)) if conv_recv else float("nan")
     p50 = float(np.percentile(lat, 50)) if len(lat) else float("nan")
     pct = (lambda q: float(np.percentile(lat, q))) if len(lat) else (lambda q: float("nan"))
     n = min(len(sent), len(entered), len(published), len(returned), len(got))

@@ -45,7 +45,7 @@ from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import clock_s, stamp_to_s
-from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg
+from plan_stack.ros.trajectory import trajectory_from_cdr, trajectory_from_msg, trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.limits import Limits
 
@@ -81,8 +81,9 @@ class ArmBridgeNode(Node):
         self.diagnostics = Diagnostics(self, 1.0)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS,
                                  callback_group=self._group)
+        # raw: the stream is read with numpy (`trajectory_from_cdr`), not as one Python object per point
         self.create_subscription(JointTrajectory, "trajectory", self._on_stream, RELIABLE_QOS,
-                                 callback_group=self._group)
+                                 callback_group=self._group, raw=True)
         self._active_pub = self.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
         self._server = ActionServer(
             self, ExecuteTrajectory, "execute_trajectory", self._execute,
@@ -125,7 +126,7 @@ class ArmBridgeNode(Node):
     def _command(self, traj: Trajectory) -> None:
         """Send a command to the controllers and say on `active_trajectory` that it is now in force."""
         self._publish_command(traj)
-        self._active_pub.publish(trajectory_to_msg(traj))
+        self._active_pub.publish(trajectory_to_cdr(traj))
 
     # Read-only views of the library's state, kept for callers (tests, scripts) written before `ArmBridge`.
     _follower = property(lambda self: self.bridge.follower)
@@ -174,10 +175,10 @@ class ArmBridgeNode(Node):
                 self._on_first_state(q)
                 held = self.bridge.hold(self._now())
                 assert held is not None  # the bridge has its first state now
-                self._active_pub.publish(trajectory_to_msg(held))
+                self._active_pub.publish(trajectory_to_cdr(held))
 
-    def _on_stream(self, msg: JointTrajectory) -> None:
-        verdict = self._accept(msg).verdict
+    def _on_stream(self, data: bytes) -> None:
+        verdict = self._accept(data).verdict
         if not verdict.ok:
             self._report_refusal("streamed trajectory", verdict)
 
@@ -188,10 +189,10 @@ class ArmBridgeNode(Node):
 
     # --- commanding ---------------------------------------------------------------
 
-    def _accept(self, msg: JointTrajectory) -> Acceptance:
-        """Validate and, if valid, send a command."""
+    def _accept(self, msg: JointTrajectory | bytes) -> Acceptance:
+        """Validate and, if valid, send a command (`msg`: an action goal's message, or a streamed one serialized)."""
         try:
-            traj = trajectory_from_msg(msg)
+            traj = trajectory_from_cdr(msg) if isinstance(msg, bytes) else trajectory_from_msg(msg)
         except TrajectoryError as exc:
             return ArmBridge.malformed(exc)
         with self._lock:

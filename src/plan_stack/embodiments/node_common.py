@@ -30,7 +30,7 @@ from plan_stack.ros.lifecycle import fail
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import s_to_stamp, stamp_to_s
-from plan_stack.ros.trajectory import trajectory_from_msg
+from plan_stack.ros.trajectory import trajectory_from_cdr, trajectory_from_msg
 from plan_stack.trajectory.core import TrajectoryError, TrajectoryFollower
 
 __all__ = ["Every", "pose_msg", "camera_info_msg", "ClockPublisher", "CameraPublisher", "SimNode",
@@ -235,7 +235,7 @@ class SimNode(Node):
 POSITION_SLACK = 1e-6
 
 
-def follow_trajectory_msg(node: SimNode, key: str, follower: TrajectoryFollower, msg: JointTrajectory,
+def follow_trajectory_msg(node: SimNode, key: str, follower: TrajectoryFollower, msg: JointTrajectory | bytes,
                           lock: threading.Lock, now_s: Callable[[], float],
                           max_start_delay: float = float("inf"),
                           position_range: tuple[np.ndarray, np.ndarray] | None = None) -> None:
@@ -244,10 +244,10 @@ def follow_trajectory_msg(node: SimNode, key: str, follower: TrajectoryFollower,
     Malformed or non-finite trajectories, ones due more than `max_start_delay` s ahead (a wrong clock
     or stamp) and ones with a point outside `position_range` (follower joint order; the servos would
     clip it and drive to the limit) are rejected (warning + ERROR diagnostic `key`), never followed; one
-    that ended in the past is ignored with a WARN.
+    that ended in the past is ignored with a WARN. `msg` may be serialized (a `raw=True` subscription).
     """
     try:
-        traj = trajectory_from_msg(msg)
+        traj = trajectory_from_cdr(msg) if isinstance(msg, bytes) else trajectory_from_msg(msg)
         if not all(np.all(np.isfinite(a)) for a in (traj.positions, traj.velocities, traj.accelerations)
                    if a is not None):
             raise TrajectoryError("positions: non-finite values")

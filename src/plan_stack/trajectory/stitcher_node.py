@@ -32,7 +32,8 @@ from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.time import stamp_to_ns
-from plan_stack.ros.trajectory import trajectory_from_msg, trajectory_to_msg
+from plan_stack.ros.trajectory import header_stamp_ns, trajectory_from_cdr, trajectory_to_cdr, trajectory_to_msg
+from plan_stack.stamps import s_to_ns
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
@@ -147,7 +148,9 @@ class StitcherNode(Node):
         self.create_subscription(ActionChunk, "action_chunk", self._on_chunk, RELIABLE_QOS)
         self.create_subscription(JointState, "joint_states", self._on_joint_state, SENSOR_QOS)
         if self.node_cfg.initial_state == InitialState.BRIDGE:
-            self.create_subscription(JointTrajectory, "active_trajectory", self._on_active_trajectory, LATCHED_QOS)
+            # raw: read with numpy (`trajectory_from_cdr`), not as one Python object per point
+            self.create_subscription(JointTrajectory, "active_trajectory", self._on_active_trajectory, LATCHED_QOS,
+                                     raw=True)
         # Goals go out from a sender thread (ActionCall blocks until accepted); only the newest
         # trajectory is worth sending, so a pending one is replaced, never queued.
         name = self.node_cfg.execute_action
@@ -183,10 +186,10 @@ class StitcherNode(Node):
             q, v = (q - np.asarray(self.node_cfg.state_offset, dtype=float)) * scale, v * scale
         self._measured = (self._now_s(), q, v)
 
-    def _on_active_trajectory(self, msg: JointTrajectory) -> None:
+    def _on_active_trajectory(self, data: bytes) -> None:
         """The bridge's trajectory in force (what it executes from the stamp on), in stack units."""
         try:
-            traj = trajectory_from_msg(msg, self._epoch_ns).reordered(self.cfg.joint_names)
+            traj = trajectory_from_cdr(data, self._epoch_ns).reordered(self.cfg.joint_names)
             self.stitcher.check_reported(traj, self._now_s())
         except TrajectoryError as exc:  # never stitched onto: reported
             self.counts["bad_active_trajectories"] += 1
@@ -195,7 +198,7 @@ class StitcherNode(Node):
             return
         sent = self._sent
         self._executing = traj
-        self._executing_ours = sent is not None and abs(stamp_to_ns(msg.header.stamp) - sent[0]) < 1000
+        self._executing_ours = sent is not None and abs(self._epoch_ns + s_to_ns(traj.stamp_s) - sent[0]) < 1000
         if sent is not None and self._executing_ours and not self._acked:
             self._ack_delays.append(self._now_s() - sent[1])
         self._acked = self._acked or self._executing_ours
@@ -324,12 +327,15 @@ class StitcherNode(Node):
         # every result but FAILED carries a trajectory and its limit report
         assert result.trajectory is not None and result.report is not None
         # the lead less the samples of the trajectory being executed that the stitcher put inside it
-        out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=result.lead_s)
-        self._sent = (stamp_to_ns(out.header.stamp), now_s)
+        self._sent = (header_stamp_ns(result.trajectory, self._epoch_ns, result.lead_s), now_s)
         self._executing_ours = self._acked = False
-        self.pub.publish(out)
+        if self._bridge is None:  # the topic only: serialized from the arrays (docs/trajectory.md, Over DDS)
+            self.pub.publish(trajectory_to_cdr(result.trajectory, self._epoch_ns, lead_s=result.lead_s))
+        else:
+            out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=result.lead_s)
+            self.pub.publish(out)
+            self._send_to_bridge(out)
         self.counts["published"] += 1
-        self._send_to_bridge(out)
         rep = result.report
         level = OK if result.status is StitchStatus.OK else WARN
         values = dict(

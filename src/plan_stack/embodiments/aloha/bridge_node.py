@@ -25,7 +25,7 @@ from plan_stack.embodiments.arm_bridge import ArmBridgeSettings
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS
-from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.ros.trajectory import trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import Limits
 
@@ -53,7 +53,7 @@ class AlohaBridgeNode(ArmBridgeNode):
 
     def _publish_command(self, traj: Trajectory) -> None:
         for key, part in split_for_controllers(traj).items():
-            self._pubs[key].publish(trajectory_to_msg(part))
+            self._pubs[key].publish(trajectory_to_cdr(part))
 
     def _settings(self, cfg: AlohaBridgeConfig) -> ArmBridgeSettings:
         """A cancel decelerates from where the reference will be `command_latency_s` from now."""

@@ -108,7 +108,7 @@ class AlohaSimNode(SimNode):
                 lambda msg, k=key: follow_trajectory_msg(self, k, self._followers[k], msg, self._lock,
                                                          lambda: self.sim.time_s, cfg.max_start_delay,
                                                          self._ranges[k]),
-                RELIABLE_QOS)
+                RELIABLE_QOS, raw=True)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", SENSOR_QOS)
         self._cameras = CameraPublisher(self, {c: f"{c}_optical_frame" for c in cfg.cameras}, cfg.camera_rate_hz)

@@ -25,7 +25,7 @@ from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
 from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS
-from plan_stack.ros.trajectory import trajectory_to_msg
+from plan_stack.ros.trajectory import trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import Limits
 
@@ -65,7 +65,7 @@ class FrankaBridgeNode(ArmBridgeNode):
         arm = Trajectory(self.cfg.arm_joints, traj.stamp_s, traj.times_s.copy(), traj.positions[:, :7],
                          None if traj.velocities is None else traj.velocities[:, :7],
                          None if traj.accelerations is None else traj.accelerations[:, :7])
-        self._arm_pub.publish(trajectory_to_msg(arm))
+        self._arm_pub.publish(trajectory_to_cdr(arm))
 
     def _gripper_tick(self) -> None:
         with self._lock:

@@ -93,7 +93,7 @@ class FrankaSimNode(SimNode):
             JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
             lambda msg: follow_trajectory_msg(self, "arm", self.follower, msg, self._lock, lambda: self.sim.time_s,
                                               cfg.max_start_delay, self.sim.command_range),
-            RELIABLE_QOS)
+            RELIABLE_QOS, raw=True)
         self.create_subscription(JointState, f"{cfg.gripper}/move", self._on_gripper, RELIABLE_QOS)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", SENSOR_QOS)
