@@ -17,6 +17,14 @@ edited):
   overshoot. Damping acts as damped least-squares IK: the gripper's pose
   lags by a fraction of a degree instead (40 of 40 expert episodes still
   succeed, every command within the limit, measured in docs/aloha.md);
+* the three wrist servos of the joint-controlled models get a viscous damping
+  of 0.7 x critical (`SERVO_DAMPING`). gym-aloha's wrist servos are
+  proportional only (kp 10 / 50 / 20) on links of 0.7-5.7 g·m² and ring at
+  13-27 Hz: a commanded acceleration step made the measured speed overshoot
+  the commanded one by up to 40 %, over the URDF's velocity limit while
+  every published trajectory was inside it (docs/closed_loop.md, the
+  replay of seed 100015). Real ViperX servos (Dynamixel) close a velocity
+  loop and do not ring so; the expert still solves 20 of 20 held-out seeds;
 * shadows and multisampling are switched off (the 4096 shadow map makes
   CPU rendering crawl);
 * a tool-centre site `<arm>_tcp` is added between the fingers of each
@@ -48,7 +56,8 @@ from plan_stack.embodiments.camera import CameraModel, optical_pose, pinhole_mod
 
 __all__ = [
     "ARMS", "ARM_JOINTS", "JOINT_NAMES", "CAMERAS", "TASKS", "TaskSpec",
-    "GRIPPER_OPEN_M", "GRIPPER_CLOSE_M", "WELD_SOLIMP", "EE_ROLL_DAMPING", "EE_DAMPED_JOINTS", "AlohaModelError",
+    "GRIPPER_OPEN_M", "GRIPPER_CLOSE_M", "WELD_SOLIMP", "EE_ROLL_DAMPING", "EE_DAMPED_JOINTS", "SERVO_DAMPING",
+    "AlohaModelError",
     "asset_dir", "load_model", "camera_model", "camera_pose",
     "gripper_to_joint", "gripper_from_joint", "stack_to_joint", "joint_to_stack",
 ]
@@ -72,6 +81,9 @@ WELD_SOLIMP = (0.95, 0.99, 0.001)
 #: Viscous damping (N·m·s/rad) of the end-effector models' roll joints (module doc).
 EE_ROLL_DAMPING = 5.0
 EE_DAMPED_JOINTS = ("forearm_roll", "wrist_rotate")
+#: Viscous damping (N·m·s/rad) of the joint-controlled models' wrist servos (module doc): 0.7 x the critical
+#: 2 sqrt(kp I) of each servo (kp 10, 50, 20; joint-space inertia 1.5, 5.7, 0.71 g·m² at the start pose).
+SERVO_DAMPING = {"forearm_roll": 0.17, "wrist_angle": 0.74, "wrist_rotate": 0.17}
 #: Tool centre point in the gripper_link frame (m): between the finger pads.
 TCP_OFFSET_M = (0.09, 0.0, 0.0)
 #: Arm joint pose of every episode start (the models' keyframe), per arm.
@@ -157,10 +169,13 @@ def load_model(task: str = "transfer_cube", end_effector: bool = False, weld_sol
         spec.body(f"vx300s_{arm}/gripper_link").add_site(
             name=f"{arm}_tcp", pos=list(TCP_OFFSET_M), size=[0.005, 0.005, 0.005], rgba=[0, 0, 0, 0]
         )
-    if end_effector:
-        for arm in ARMS:
+    for arm in ARMS:
+        if end_effector:
             for joint in EE_DAMPED_JOINTS:
                 spec.joint(f"vx300s_{arm}/{joint}").damping[0] = EE_ROLL_DAMPING
+        else:
+            for joint, damping in SERVO_DAMPING.items():
+                spec.joint(f"vx300s_{arm}/{joint}").damping[0] = damping
     return spec.compile()
 
 
