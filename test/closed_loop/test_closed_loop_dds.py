@@ -5,7 +5,8 @@ Tiny budget: 2 s of sim time, paced to the stack, held-out seed. Checks that the
 within limits: plans, chunks and trajectories flow, the bridge accepts trajectories, no published
 trajectory breaks a limit, and the arms moved. Success is not asserted (that is a measurement:
 docs/closed_loop.md). The episode is recorded as `make demo` records it, and the bag must hold the
-simulator's best-effort camera frames.
+simulator's best-effort camera frames; replayed on the rig (`closed_loop.replay`), its commands must give the
+joint speeds the run measured.
 """
 from __future__ import annotations
 
@@ -41,3 +42,11 @@ def test_learned_stack_moves_the_robot_within_limits(tmp_path):
     assert cams, "no camera topic in the bag"
     frames = read_messages(tmp_path / "bag", cams)
     assert all(len(frames.get(t, [])) >= 5 for t in cams), {t: len(frames.get(t, [])) for t in cams}
+    # the run's controller commands replayed on the rig without ROS repeat the motion the run measured
+    from plan_stack.closed_loop.replay import replay
+
+    rows = replay(tmp_path / "bag", seed=100000)
+    moved = [r for r in rows if r["bag_peak_rad_s"] > 0.3]
+    assert moved, rows
+    for r in moved:
+        assert abs(r["peak_on_grid_rad_s"] - r["bag_peak_rad_s"]) <= 0.05 + 0.25 * r["bag_peak_rad_s"], r

@@ -144,3 +144,28 @@ def test_a_best_effort_topic_known_first_from_its_subscribers_is_recorded(tmp_pa
         stack.destroy_node()
         sim.destroy_node()
     assert len(read_bag(tmp_path / "bag", ["/cameras/cam_high/image_raw"])["/cameras/cam_high/image_raw"]) >= 3
+
+
+def test_excluded_types_are_skipped_with_the_reason(tmp_path):
+    """`run-episodes --bag-dir` records commands and states only: image types are left out, named in `skipped`."""
+    from plan_stack.closed_loop.episode import IMAGE_TYPES
+    from plan_stack.data.bags import SplitBagWriter
+    from plan_stack.eval.record import RecorderNode
+    from plan_stack.ros.testing import spin_until
+    from plan_stack.viz.bag import plan_typestore
+
+    with ros_context() as ctx:
+        writer = SplitBagWriter(tmp_path / "bag", plan_typestore())
+        rec = RecorderNode(writer, None, context=ctx, exclude_types=IMAGE_TYPES)
+        talker = Node("record_test_excluding", context=ctx)
+        cam = talker.create_publisher(Image, "cam", SENSOR_QOS)
+        status = talker.create_publisher(String, "status", RELIABLE_QOS)
+        img = Image(height=2, width=2, encoding="rgb8", step=6, data=bytes(range(12)))
+        with executor_with(ctx, rec, talker) as ex:
+            assert spin_until(ex, lambda: (cam.publish(img), status.publish(String(data="s")),
+                                           rec.received.get("/status", 0) >= 3 and "/cam" in rec.skipped)[2], 20.0)
+        rec.close()
+        talker.destroy_node()
+    assert "excluded" in rec.skipped["/cam"]
+    msgs = read_bag(tmp_path / "bag")
+    assert "/cam" not in msgs and len(msgs["/status"]) >= 3

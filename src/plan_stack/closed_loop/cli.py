@@ -108,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a node parameter of the episode graph (repeatable)")
     parser.add_argument("--config", help="robot config name or path (default: the robot's)")
     parser.add_argument("--log-dir", help="keep each episode's configs and node logs here")
+    parser.add_argument("--bag-dir", help="keep each episode's bag of commands and states (no images) here, as "
+                                          "DIR/<robot>_<seed>: a limit violation can then be replayed "
+                                          "(python -m plan_stack.closed_loop.replay)")
     parser.add_argument("--nice", type=int, default=10, help="niceness of the node processes (default 10)")
     parser.add_argument("--wall-timeout", type=float, default=1800.0, help="wall seconds per episode at most")
 
@@ -134,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
                 time_limit_s=args.time_limit, pace_chunk_lead_s=args.chunk_lead if args.pace else 0.0,
                 pace_plan_lead_s=args.plan_lead if args.pace else 0.0,
                 config=args.config, sets=tuple(args.sets), wall_timeout_s=args.wall_timeout, nice=args.nice,
-                log_dir=str(Path(args.log_dir) / f"seed_{seed}") if args.log_dir else None)
+                log_dir=str(Path(args.log_dir) / f"seed_{seed}") if args.log_dir else None,
+                bag=str(Path(args.bag_dir) / f"{args.robot}_{seed}") if args.bag_dir else None, bag_images=False)
             ok = sum(bool(r["success"]) for r in rows)
             bar.set_postfix_str(f"seed {seed} sim 0.0/{limit:.0f} s, {ok}/{len(rows)} ok")
             row = run_episode(opts, progress=lambda t, s=seed, ok=ok: bar.set_postfix_str(

@@ -104,7 +104,13 @@ class EpisodeOptions:
     wall_timeout_s: float = 1800.0
     nice: int = 10
     bag: str | None = None  # record every topic to this new rosbag2 folder
+    bag_images: bool = True  # False: leave image-carrying topics out of the bag (commands and states only)
     log_dir: str | None = None  # bring-up logs (default: a temporary folder)
+
+
+#: message types that carry images: left out of a bag with `bag_images=False` (their writing is most of a
+#: recorder's load, and a replay of the commands needs none of them)
+IMAGE_TYPES = frozenset({"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "plan_stack/msg/Observation"})
 
 
 def header_stamp_ns(raw: bytes) -> int:
@@ -530,6 +536,7 @@ class _Monitor:
 
         self.recorder_writer = writer = SplitBagWriter(self.opts.bag, plan_typestore())
         rec = RecorderNode(writer, None, context=self.ctx,
+                           exclude_types=frozenset() if self.opts.bag_images else IMAGE_TYPES,
                            parameter_overrides=[Parameter("use_sim_time", value=True)])
         self.extra_nodes.append(rec)
         self.executor.add_node(rec)

@@ -62,25 +62,29 @@ def controller_commands(bag: str | Path) -> list[tuple[float, str, Trajectory]]:
     return out
 
 
-def _bag_peaks(bag: str | Path, joints) -> dict[str, tuple[float, float]]:
+def _bag_peaks(bag: str | Path, joints) -> tuple[dict[str, tuple[float, float]], float | None]:
+    """(joint -> (peak speed, its stamp) of the bag's /joint_states, the last stamp; None without joint states)."""
     from plan_stack.data.bags import read_bag
 
     js = read_bag(bag, topics={"/joint_states"}).get("/joint_states", [])
     peaks: dict[str, tuple[float, float]] = {}
+    last = None
     for _, msg in js:
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        last = t if last is None else max(last, t)
         if len(msg.velocity) != len(msg.name):
             continue
-        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         for name, v in zip(msg.name, msg.velocity):
             if name in joints and abs(v) > peaks.get(name, (0.0, 0.0))[0]:
                 peaks[name] = (abs(float(v)), t)
-    return peaks
+    return peaks, last
 
 
 def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, task: str = "transfer_cube",
            joint_state_rate_hz: float = 50.0, tail_s: float = 1.0) -> list[dict]:
-    """One row per arm joint (see module doc). `damping`: MuJoCo joint damping (N·m·s/rad) by stack joint name
-    (e.g. `right_wrist_rotate`), set on the rig before the replay."""
+    """One row per arm joint (see module doc), over the time the run measured (to the bag's last joint state;
+    without joint states, `tail_s` past the last command). `damping`: MuJoCo joint damping (N·m·s/rad) by stack
+    joint name (e.g. `right_wrist_rotate`), set on the rig before the replay."""
     from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS, AlohaBridgeConfig, load_limits
     from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M
     from plan_stack.embodiments.aloha.sim import AlohaSim
@@ -104,7 +108,9 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
     limits = load_limits(AlohaBridgeConfig())  # the URDF's velocity limits (what the episode checks)
     v_lim = np.array([limits.v_max[list(limits.joint_names).index(JOINT_NAMES[i])] for i in arms])
     every = max(int(round(1.0 / (joint_state_rate_hz * sim.timestep_s))), 1)
-    end_s = commands[-1][0] + tail_s
+    recorded, last_state_s = _bag_peaks(bag, {JOINT_NAMES[i] for i in arms})
+    # as long as the run measured (its last joint state), else `tail_s` past the last command
+    end_s = last_state_s if last_state_s is not None else commands[-1][0] + tail_s
     cmd = np.zeros(14)
     peak = np.zeros(len(arms))
     peak_t = np.zeros(len(arms))
@@ -127,7 +133,6 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
         over += v > v_lim * VIOLATION_FACTOR
         if step % every == 0:
             np.maximum(peak_grid, v, out=peak_grid)
-    recorded = _bag_peaks(bag, {JOINT_NAMES[i] for i in arms})
     rows = []
     for n, i in enumerate(arms):
         name = JOINT_NAMES[i]

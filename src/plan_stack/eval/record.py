@@ -52,9 +52,11 @@ class RecorderNode(Node):
     """Subscribes raw to the wanted topics as they appear and writes every message to the bag."""
 
     def __init__(self, writer: SplitBagWriter, topics: frozenset[str] | None, discovery_period_s: float = 0.2,
-                 on_message: Callable[[str], None] | None = None, **kwargs: Any) -> None:
+                 on_message: Callable[[str], None] | None = None, exclude_types: frozenset[str] = frozenset(),
+                 **kwargs: Any) -> None:
         super().__init__("recorder", **kwargs)
         self.writer = writer
+        self._exclude_types = frozenset(exclude_types)  # e.g. images: a bag of commands and states stays small
         self._on_message = on_message
         self._requested = topics
         self._subs: dict[str, Any] = {}
@@ -84,6 +86,9 @@ class RecorderNode(Node):
                 continue
             if len(types) != 1:
                 self._skip(name, f"several types on one topic: {types}")
+                continue
+            if types[0] in self._exclude_types:
+                self._skip(name, f"type {types[0]} excluded")
                 continue
             try:
                 cls = message_class(types[0])
