@@ -65,12 +65,13 @@ def controller_commands(bag: str | Path) -> list[tuple[float, str, Trajectory]]:
 def _bag_peaks(bag: str | Path, joints) -> tuple[dict[str, tuple[float, float]], float | None]:
     """(joint -> (peak speed, its stamp) of the bag's /joint_states, the last stamp; None without joint states)."""
     from plan_stack.data.bags import read_bag
+    from plan_stack.stamps import sec_nanosec_to_s
 
     js = read_bag(bag, topics={"/joint_states"}).get("/joint_states", [])
     peaks: dict[str, tuple[float, float]] = {}
     last = None
     for _, msg in js:
-        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        t = sec_nanosec_to_s(msg.header.stamp.sec, msg.header.stamp.nanosec)
         last = t if last is None else max(last, t)
         if len(msg.velocity) != len(msg.name):
             continue
