@@ -148,9 +148,8 @@ def test_a_best_effort_topic_known_first_from_its_subscribers_is_recorded(tmp_pa
 
 def test_excluded_types_are_skipped_with_the_reason(tmp_path):
     """`run-episodes --bag-dir` records commands and states only: image types are left out, named in `skipped`."""
-    from plan_stack.closed_loop.episode import IMAGE_TYPES
     from plan_stack.data.bags import SplitBagWriter
-    from plan_stack.eval.record import RecorderNode
+    from plan_stack.eval.record import IMAGE_TYPES, RecorderNode
     from plan_stack.ros.testing import spin_until
     from plan_stack.viz.bag import plan_typestore
 

@@ -108,11 +108,6 @@ class EpisodeOptions:
     log_dir: str | None = None  # bring-up logs (default: a temporary folder)
 
 
-#: message types that carry images: left out of a bag with `bag_images=False` (their writing is most of a
-#: recorder's load, and a replay of the commands needs none of them)
-IMAGE_TYPES = frozenset({"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "plan_stack/msg/Observation"})
-
-
 def header_stamp_ns(raw: bytes) -> int:
     """Stamp (ns) of a serialised message whose first field is a std_msgs/Header (CDR, either byte order)."""
     if len(raw) < 12:
@@ -531,7 +526,7 @@ class _Monitor:
         from rclpy.parameter import Parameter
 
         from plan_stack.data.bags import SplitBagWriter
-        from plan_stack.eval.record import RecorderNode
+        from plan_stack.eval.record import IMAGE_TYPES, RecorderNode
         from plan_stack.viz.bag import plan_typestore
 
         self.recorder_writer = writer = SplitBagWriter(self.opts.bag, plan_typestore())

@@ -13,8 +13,8 @@ servo damping (`aloha.model.SERVO_DAMPING`) included; `--damping JOINT=0` gives 
 servo back (the rig of runs recorded before 2026-12-04; the figures above were measured on it).
 
 Reports, per arm joint, the peak speed at the physics rate (2 ms) and on the joint-state grid, the time of
-the peak and how many physics steps were over `factor` x the URDF velocity limit (the check of
-`closed_loop.episode`), and the same peaks from the bag's `/joint_states` for comparison.
+the peak and how many physics steps were over `STATE_VELOCITY_FACTOR` x the URDF velocity limit (the
+check of `closed_loop.episode`), and the same peaks from the bag's `/joint_states` for comparison.
 """
 from __future__ import annotations
 
@@ -22,63 +22,57 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     from plan_stack.trajectory.core import Trajectory
 
-__all__ = ["ReplayError", "controller_commands", "replay", "main"]
-
-#: measured speed over this factor x the URDF limit counts as a violation (as `closed_loop.episode`)
-VIOLATION_FACTOR = 1.1
-
+__all__ = ["ReplayError", "replay", "main"]
 
 class ReplayError(ValueError):
     """The bag cannot be replayed (no controller commands, unknown joints, bad damping option)."""
 
 
-def controller_commands(bag: str | Path) -> list[tuple[float, str, Trajectory]]:
-    """(bag time s, controller key, Trajectory) of every `/<key>_controller/joint_trajectory` message, in time
-    order (the bag time is the recorder's receipt on sim time)."""
+def _read_run(bag: str | Path, joints) -> tuple[list[tuple[float, str, Trajectory]], dict[str, tuple[float, float]],
+                                                float | None]:
+    """One pass over the bag: (bag time s, controller key, Trajectory) of every
+    `/<key>_controller/joint_trajectory` message in time order (the bag time is the recorder's receipt on sim
+    time); joint -> (peak speed, its stamp) over `/joint_states`; the last joint-state stamp (None without)."""
     from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
 
     from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
     from plan_stack.ros.trajectory import trajectory_from_cdr
+    from plan_stack.stamps import sec_nanosec_to_s
 
-    out: list[tuple[float, str, Trajectory]] = []
-    with AnyReader([Path(bag)]) as reader:
-        conns = {}
+    commands: list[tuple[float, str, Trajectory]] = []
+    peaks: dict[str, tuple[float, float]] = {}
+    last = None
+    with AnyReader([Path(bag)], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        keys = {}
         for c in reader.connections:
             key = c.topic.strip("/").removesuffix("_controller/joint_trajectory")
             if c.topic.endswith("_controller/joint_trajectory") and key in ARM_CONTROLLER_JOINTS:
-                conns[c.id] = key
-        if not conns:
+                keys[c.id] = key
+        if not keys:
             raise ReplayError(f"{bag}: no /<arm|gripper>_controller/joint_trajectory topics to replay")
-        for c, t_ns, raw in reader.messages(connections=[c for c in reader.connections if c.id in conns]):
-            out.append((t_ns * 1e-9, conns[c.id], trajectory_from_cdr(bytes(raw))))
-    out.sort(key=lambda x: x[0])
-    return out
-
-
-def _bag_peaks(bag: str | Path, joints) -> tuple[dict[str, tuple[float, float]], float | None]:
-    """(joint -> (peak speed, its stamp) of the bag's /joint_states, the last stamp; None without joint states)."""
-    from plan_stack.data.bags import read_bag
-    from plan_stack.stamps import sec_nanosec_to_s
-
-    js = read_bag(bag, topics={"/joint_states"}).get("/joint_states", [])
-    peaks: dict[str, tuple[float, float]] = {}
-    last = None
-    for _, msg in js:
-        t = sec_nanosec_to_s(msg.header.stamp.sec, msg.header.stamp.nanosec)
-        last = t if last is None else max(last, t)
-        if len(msg.velocity) != len(msg.name):
-            continue
-        for name, v in zip(msg.name, msg.velocity):
-            if name in joints and abs(v) > peaks.get(name, (0.0, 0.0))[0]:
-                peaks[name] = (abs(float(v)), t)
-    return peaks, last
+        wanted = [c for c in reader.connections if c.id in keys or c.topic == "/joint_states"]
+        for c, t_ns, raw in reader.messages(connections=wanted):
+            if c.id in keys:
+                commands.append((t_ns * 1e-9, keys[c.id], trajectory_from_cdr(bytes(raw))))
+                continue
+            msg: Any = reader.deserialize(raw, c.msgtype)  # a rosbags sensor_msgs/JointState
+            t = sec_nanosec_to_s(msg.header.stamp.sec, msg.header.stamp.nanosec)
+            last = t if last is None else max(last, t)
+            if len(msg.velocity) != len(msg.name):
+                continue
+            for name, v in zip(msg.name, msg.velocity):
+                if name in joints and abs(v) > peaks.get(name, (0.0, 0.0))[0]:
+                    peaks[name] = (abs(float(v)), t)
+    commands.sort(key=lambda x: x[0])
+    return commands, peaks, last
 
 
 def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, task: str = "transfer_cube",
@@ -86,12 +80,13 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
     """One row per arm joint (see module doc), over the time the run measured (to the bag's last joint state;
     without joint states, `tail_s` past the last command). `damping`: MuJoCo joint damping (N·m·s/rad) by stack
     joint name (e.g. `right_wrist_rotate`), set on the rig before the replay."""
-    from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS, AlohaBridgeConfig, load_limits
-    from plan_stack.embodiments.aloha.model import JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M
-    from plan_stack.embodiments.aloha.sim import AlohaSim
-    from plan_stack.trajectory.core import TrajectoryFollower
+    from plan_stack.closed_loop.episode import STATE_VELOCITY_FACTOR
+    from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits
+    from plan_stack.embodiments.aloha.model import JOINT_NAMES
+    from plan_stack.embodiments.aloha.sim import AlohaSim, RigControllers
 
-    commands = controller_commands(bag)
+    arms = [i for i, n in enumerate(JOINT_NAMES) if not n.endswith("_gripper")]
+    commands, recorded, last_state_s = _read_run(bag, {JOINT_NAMES[i] for i in arms})
     sim = AlohaSim(task)
     model = sim.model
     for name, value in (damping or {}).items():
@@ -100,19 +95,12 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
             raise ReplayError(f"damping: {name}={value}: expected an arm joint of {JOINT_NAMES} and a value >= 0")
         model.dof_damping[model.joint(f"vx300s_{arm}/{joint}").dofadr[0]] = value
     sim.reset(seed=seed)
-    start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
-    followers, cols = {}, {}
-    for key, joints in ARM_CONTROLLER_JOINTS.items():
-        cols[key] = [JOINT_NAMES.index(j) for j in joints]
-        followers[key] = TrajectoryFollower(joints, start[cols[key]])
-    arms = [i for i, n in enumerate(JOINT_NAMES) if not n.endswith("_gripper")]
+    controllers = RigControllers()
     limits = load_limits(AlohaBridgeConfig())  # the URDF's velocity limits (what the episode checks)
     v_lim = np.array([limits.v_max[list(limits.joint_names).index(JOINT_NAMES[i])] for i in arms])
     every = max(int(round(1.0 / (joint_state_rate_hz * sim.timestep_s))), 1)
-    recorded, last_state_s = _bag_peaks(bag, {JOINT_NAMES[i] for i in arms})
     # as long as the run measured (its last joint state), else `tail_s` past the last command
     end_s = last_state_s if last_state_s is not None else commands[-1][0] + tail_s
-    cmd = np.zeros(14)
     peak = np.zeros(len(arms))
     peak_t = np.zeros(len(arms))
     peak_grid = np.zeros(len(arms))
@@ -121,17 +109,15 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
     while sim.time_s < end_s:
         t = sim.time_s
         while k < len(commands) and commands[k][0] <= t + 1e-9:
-            followers[commands[k][1]].set_trajectory(commands[k][2], t)
+            controllers.followers[commands[k][1]].set_trajectory(commands[k][2], t)
             k += 1
-        for key, follower in followers.items():
-            cmd[cols[key]] = follower.sample(t).positions
-        sim.set_command(cmd)
+        sim.set_command(controllers.command(t))
         sim.step()
         step += 1
         v = np.abs(sim.joint_velocities()[arms])
         higher = v > peak
         peak[higher], peak_t[higher] = v[higher], sim.time_s
-        over += v > v_lim * VIOLATION_FACTOR
+        over += v > v_lim * STATE_VELOCITY_FACTOR
         if step % every == 0:
             np.maximum(peak_grid, v, out=peak_grid)
     rows = []

@@ -30,9 +30,14 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from plan_stack.data.bags import BagWriterError, SplitBagWriter
 
-__all__ = ["EXCLUDED_TOPICS", "RecorderNode", "wanted_topic", "message_class", "add_arguments", "run"]
+__all__ = ["EXCLUDED_TOPICS", "IMAGE_TYPES", "RecorderNode", "wanted_topic", "message_class", "add_arguments", "run"]
 
 EXCLUDED_TOPICS = frozenset({"/rosout", "/parameter_events"})
+
+
+#: message types that carry images: what `RecorderNode(exclude_types=IMAGE_TYPES)` leaves out (their writing is
+#: most of a recorder's load; `run-episodes --bag-dir` keeps commands and states only)
+IMAGE_TYPES = frozenset({"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "plan_stack/msg/Observation"})
 
 
 def wanted_topic(name: str, requested: frozenset[str] | None) -> bool:

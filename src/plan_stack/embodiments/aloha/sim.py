@@ -25,7 +25,7 @@ from plan_stack.embodiments.aloha.model import (
 )
 from plan_stack.embodiments.camera import segmentation_ids
 
-__all__ = ["AlohaSim", "CameraRenderer", "MAX_REWARD"]
+__all__ = ["AlohaSim", "CameraRenderer", "RigControllers", "MAX_REWARD"]
 
 MAX_REWARD = 4  # staged rewards as in ACT / gym-aloha: 4 = task solved
 
@@ -155,6 +155,29 @@ class AlohaSim:
         if left and right and not peg_table and not socket_table:
             return 2
         return 1 if left and right else 0
+
+
+class RigControllers:
+    """The rig's joint trajectory controllers: one follower (JTC semantics) per controller of
+    `ARM_CONTROLLER_JOINTS`, holding the start pose until a trajectory arrives. The simulator node feeds them
+    from DDS, `closed_loop.replay` from a bag; both step the physics on `command(t)`."""
+
+    def __init__(self) -> None:
+        from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
+        from plan_stack.embodiments.aloha.model import JOINT_NAMES
+        from plan_stack.trajectory.core import TrajectoryFollower
+
+        start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
+        self.index = {key: [JOINT_NAMES.index(j) for j in joints] for key, joints in ARM_CONTROLLER_JOINTS.items()}
+        self.followers = {key: TrajectoryFollower(joints, start[self.index[key]])
+                          for key, joints in ARM_CONTROLLER_JOINTS.items()}
+        self._cmd = np.zeros(len(JOINT_NAMES))
+
+    def command(self, t: float) -> np.ndarray:
+        """The 14 joint targets at sim time `t` (non-decreasing), in stack joint order (a reused buffer)."""
+        for key, follower in self.followers.items():
+            self._cmd[self.index[key]] = follower.sample(t).positions
+        return self._cmd
 
 
 class CameraRenderer:

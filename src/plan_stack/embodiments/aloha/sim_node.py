@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import JointState
@@ -28,7 +27,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
-from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, START_ARM_POSE, START_GRIPPER_M, TASKS
+from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, TASKS
 from plan_stack.embodiments.node_common import (
     CameraPublisher,
     ClockPublisher,
@@ -41,7 +40,6 @@ from plan_stack.embodiments.pacing import PacingConfig
 from plan_stack.ros.diagnostics import Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
-from plan_stack.trajectory.core import TrajectoryFollower
 
 __all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
 
@@ -86,26 +84,20 @@ class AlohaSimNode(SimNode):
         super().__init__("aloha_sim", **kwargs)
         cfg = self.declare_sim_config(AlohaSimConfig)
         self.cfg = cfg
-        from plan_stack.embodiments.aloha.sim import AlohaSim
+        from plan_stack.embodiments.aloha.sim import AlohaSim, RigControllers
 
         self.sim = AlohaSim(cfg.task, offscreen_size=(cfg.camera_width, cfg.camera_height))
         self.sim.reset(seed=cfg.seed)
         self._lock = threading.Lock()
         self.diagnostics = Diagnostics(self, 1.0)
-        start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
+        self._controllers = RigControllers()
         lo, hi = self.sim.command_range
-        self._ranges = {key: (lo[[JOINT_NAMES.index(j) for j in joints]], hi[[JOINT_NAMES.index(j) for j in joints]])
-                        for key, joints in ARM_CONTROLLER_JOINTS.items()}
-        self._followers: dict[str, TrajectoryFollower] = {}
-        self._index: dict[str, list[int]] = {}
-        for key, joints in ARM_CONTROLLER_JOINTS.items():
-            cols = [JOINT_NAMES.index(j) for j in joints]
-            self._followers[key] = TrajectoryFollower(joints, start[cols])
-            self._index[key] = cols
+        self._ranges = {key: (lo[cols], hi[cols]) for key, cols in self._controllers.index.items()}
+        for key in ARM_CONTROLLER_JOINTS:
             controller = getattr(cfg, f"{key}_controller")
             self.create_subscription(
                 JointTrajectory, f"{controller}/joint_trajectory",
-                lambda msg, k=key: follow_trajectory_msg(self, k, self._followers[k], msg, self._lock,
+                lambda msg, k=key: follow_trajectory_msg(self, k, self._controllers.followers[k], msg, self._lock,
                                                          lambda: self.sim.time_s, cfg.max_start_delay,
                                                          self._ranges[k]),
                 RELIABLE_QOS, raw=True)
@@ -118,7 +110,6 @@ class AlohaSimNode(SimNode):
                           for a in ("left", "right")}
         self._reward_pub = self.create_publisher(Int32, "ground_truth/reward", RELIABLE_QOS)
         self._js, self._gt = Every(cfg.joint_state_rate_hz), Every(cfg.ground_truth_rate_hz)
-        self._cmd = np.zeros(14)
         self.start_physics("aloha_sim_physics", cfg.real_time_factor)
 
     # --- physics thread ---------------------------------------------------------
@@ -134,9 +125,7 @@ class AlohaSimNode(SimNode):
     def physics_step(self) -> None:
         t = self.sim.time_s
         with self._lock:
-            for key, follower in self._followers.items():
-                self._cmd[self._index[key]] = follower.sample(t).positions
-        self.sim.set_command(self._cmd)
+            self.sim.set_command(self._controllers.command(t))
         self.sim.step()
 
     def publish_due(self, t: float, stamp: Time, renderer) -> None:
