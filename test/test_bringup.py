@@ -27,15 +27,16 @@ nodes:
   right_stitcher:
     executable: stitcher
     own_process: {own}
+    nice: {nice}
     parameters:
       joint_names: [c]
       dt: {dt}
 """
 
 
-def _start(tmp_path, *extra, dt="0.01", own="false"):
+def _start(tmp_path, *extra, dt="0.01", own="false", nice=0):
     path = tmp_path / "robot.yaml"
-    path.write_text(CONFIG.format(dt=dt, own=own))
+    path.write_text(CONFIG.format(dt=dt, own=own, nice=nice))
     return subprocess.Popen([sys.executable, "-m", "plan_stack.cli", "up", str(path), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -170,6 +171,51 @@ def test_process_groups_share_one_process_except_own_process_nodes():
     assert process_groups([a, b, c], processes=True) == [[a], [b], [c]]
     assert process_groups([b], processes=False) == [[b]]
     assert process_groups([a, c], processes=False) == [[a, c]]
+
+
+def _niceness(pid):
+    import os
+
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+@pytest.mark.parametrize("mode", [["--processes"], []], ids=["processes", "one_process"])
+def test_a_node_s_nice_lowers_the_priority_of_its_own_process_only(tmp_path, mode):
+    """`nice: 7` on one node: its process runs 7 nicer than the bring-up; a process it shares with a node
+    without `nice` is not deprioritised (and the log says so)."""
+    import os
+
+    proc = _start(tmp_path, *mode, nice=7)
+    try:
+        with ros_context() as ctx:
+            probe = Node("nice_probe", context=ctx)
+            with executor_with(ctx, probe) as ex:
+                assert spin_until(ex, lambda: {"left_stitcher", "right_stitcher"} <= set(probe.get_node_names()),
+                                  60.0, step_s=0.05)
+                base = os.getpriority(os.PRIO_PROCESS, 0)
+                if mode:
+                    assert _niceness(_node_pid("right_stitcher")) == min(base + 7, 19)
+                    assert _niceness(_node_pid("left_stitcher")) == base
+                else:
+                    assert _niceness(proc.pid) == base
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert ("share one process: it runs at +0" in out) == (not mode), out
+
+
+def test_nice_must_be_an_integer_from_0_to_19(tmp_path):
+    from plan_stack.config import ConfigError
+    from plan_stack.robot_config import load_robot_config
+
+    path = tmp_path / "robot.yaml"
+    for bad in ("-1", "20", "2.5", "true", "high"):
+        path.write_text(f"nodes:\n  s:\n    executable: stitcher\n    nice: {bad}\n")
+        with pytest.raises(ConfigError, match="nodes.s.nice: expected an integer 0-19"):
+            load_robot_config(str(path))
+    nice = {s.name: s.nice for s in load_robot_config("aloha").nodes}
+    assert nice["planner"] == nice["aloha_sim"] == 10 and nice["aloha_bridge"] == nice["stitcher"] == 0
 
 
 def test_own_process_must_be_a_boolean(tmp_path):

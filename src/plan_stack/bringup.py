@@ -7,7 +7,8 @@ true` (the planner: its decoding is Python-bound, and in a shared process it
 waits on the other nodes' threads for the GIL: measured 4x slower, plans 2-5 s
 old at the chunker), which then run in processes of their own; or one process
 per node (`--processes`); exactly the nodes and parameters the launch files
-use. Ctrl-C / SIGTERM
+use. A node's `nice` (config) lowers the priority of the process that runs it
+(`apply_nice`; the launch files prefix `nice -n N`). Ctrl-C / SIGTERM
 stops every node cleanly; a node that rejects its parameters stops the whole
 bring-up with exit status 2 and a message naming the parameter.
 
@@ -89,9 +90,22 @@ def node_factory(spec: NodeSpec):
     return make
 
 
+def apply_nice(specs: list[NodeSpec]) -> int:
+    """Lower this process's priority by the nodes' `nice` (the least of them when they differ: a process that
+    runs a control-path node is never deprioritised; said in the log). Returns the increment applied."""
+    increment = min(s.nice for s in specs)
+    if increment != max(s.nice for s in specs):
+        _log("nice: " + ", ".join(f"{s.name} +{s.nice}" for s in specs) + f" share one process: it runs at "
+             f"+{increment} (--processes gives each its own)")
+    if increment > 0:
+        os.nice(increment)
+    return increment
+
+
 def _run_in_process(specs: list[NodeSpec], threads: int | None) -> int:
     from plan_stack.ros.lifecycle import run_nodes
 
+    apply_nice(specs)
     return run_nodes([node_factory(s) for s in specs], threads=threads)
 
 

@@ -59,7 +59,8 @@ def launch_plan(config: str, use_sim_time: str = "", respawn: str = "true",
         raise ConfigError(f"respawn_delay: expected seconds, got {respawn_delay!r}") from None
     return [dict(package="plan_stack", executable=spec.executable, name=spec.name,
                  parameters=[dict(spec.parameters)], remappings=list(spec.remappings.items()),
-                 output="screen", emulate_tty=True, respawn=again, respawn_delay=delay)
+                 output="screen", emulate_tty=True, respawn=again, respawn_delay=delay,
+                 **({"prefix": f"nice -n {spec.nice}"} if spec.nice else {}))
             for spec in cfg.nodes]
 
 

@@ -40,6 +40,9 @@ class NodeSpec:
     #: `plan-stack up` (one process) runs this node in a process of its own: a long Python-bound
     #: computation (the planner's decoding) would otherwise wait on the other nodes for the GIL
     own_process: bool = False
+    #: niceness added to the process that runs this node (0-19): best-effort nodes (the planner, the viewer, a
+    #: simulator standing in for a robot's own computer) yield the CPU to the control path on a loaded machine
+    nice: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +116,8 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
     derived = []
     for name, body in _mapping(data.get("nodes"), f"{path}: nodes").items():
         body = _mapping(body, f"{path}: nodes.{name}")
-        extra = sorted(set(body) - {"executable", "parameters", "remappings", "limits_from", "own_process"})
+        extra = sorted(set(body) - {"executable", "parameters", "remappings", "limits_from", "own_process",
+                                     "nice"})
         if extra:
             raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
         params = {**common, **_mapping(body.get("parameters"), f"nodes.{name}.parameters")}
@@ -127,8 +131,11 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
         own = body.get("own_process", False)
         if not isinstance(own, bool):
             raise ConfigError(f"nodes.{name}.own_process: expected true or false, got {own!r} in {path}")
+        nice = body.get("nice", 0)
+        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+            raise ConfigError(f"nodes.{name}.nice: expected an integer 0-19, got {nice!r} in {path}")
         specs.append(NodeSpec(name=str(name), executable=exe, parameters=params, remappings=remaps,
-                              own_process=own))
+                              own_process=own, nice=nice))
         if body.get("limits_from") is not None:
             derived.append((specs[-1], _mapping(body["limits_from"], f"nodes.{name}.limits_from")))
     for spec, rule in derived:

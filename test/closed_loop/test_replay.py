@@ -29,16 +29,19 @@ def _wrist_turn(amplitude: float, duration_s: float, stamp_s: float) -> Trajecto
 
 
 def _bag(path, trajectories) -> None:
-    """An MCAP bag as the recorder writes it: the serialized JointTrajectory at its receipt time."""
+    """An MCAP bag as the recorder writes it: the serialized JointTrajectory at its receipt time (on the right
+    arm's controller unless the trajectory names the left arm's joints)."""
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
     ts = get_typestore(Stores.ROS2_KILTED)
     with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as w:
-        conn = w.add_connection("/right_arm_controller/joint_trajectory", "trajectory_msgs/msg/JointTrajectory",
-                                typestore=ts)
+        conns = {arm: w.add_connection(f"/{arm}_arm_controller/joint_trajectory",
+                                       "trajectory_msgs/msg/JointTrajectory", typestore=ts)
+                 for arm in ("left", "right")}
         for received_s, traj in trajectories:
-            w.write(conn, int(received_s * 1e9), trajectory_to_cdr(traj))
+            arm = traj.joint_names[0].split("_")[0]
+            w.write(conns[arm], int(received_s * 1e9), trajectory_to_cdr(traj))
 
 
 def test_the_replayed_rig_follows_the_commands(tmp_path):
@@ -54,6 +57,28 @@ def test_the_replayed_rig_follows_the_commands(tmp_path):
     assert turn["steps_over"] == 0 and turn["peak_on_grid_rad_s"] <= turn["peak_rad_s"]
     assert np.isnan(turn["bag_peak_rad_s"])  # no /joint_states in this bag
     assert rows["left_wrist_rotate"]["peak_rad_s"] < 0.05 * commanded  # nothing commanded the left arm
+
+
+def test_a_peak_from_the_arms_colliding_is_attributed_to_their_contact(tmp_path):
+    """Both arms driven into each other (shoulder 0.15, elbow -0.68): the peaks they cause name the geoms that
+    touched; the plain wrist turn of the other test names none."""
+    bag = tmp_path / "run"
+    meet = np.array([START_ARM_POSE[0], 0.15, -0.68, *START_ARM_POSE[3:]])
+    moves = []
+    for arm in ("left", "right"):
+        t = np.array([0.0, 0.8])
+        q = np.stack([np.asarray(START_ARM_POSE, dtype=float), meet])
+        moves.append((0.1, Trajectory(ARM_CONTROLLER_JOINTS[f"{arm}_arm"], 0.1, t, q, np.zeros_like(q),
+                                      np.zeros_like(q))))
+    _bag(bag, moves)
+    rows = {r["joint"]: r for r in replay(bag, seed=3)}
+    touched = [r for r in rows.values() if r["arm_contact"]]
+    assert touched and all("vx300s_left/" in r["arm_contact"] and "vx300s_right/" in r["arm_contact"]
+                           for r in touched)
+    assert all(r["peak_t_s"] > 0.1 for r in touched)  # during the motion, not at the start
+    plain = tmp_path / "turn"
+    _bag(plain, [(0.1, _wrist_turn(0.6, 0.6, 0.1))])
+    assert not any(r["arm_contact"] for r in replay(plain, seed=3))
 
 
 def test_damping_is_applied_to_the_named_joint(tmp_path):

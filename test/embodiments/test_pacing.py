@@ -55,3 +55,45 @@ def test_bad_arguments():
         StackPacer(["a"], [0.5, 1.0], 1.0)
     with pytest.raises(ValueError):
         StackPacer(["a"], [0.0], 1.0)
+
+
+class SteppedClock:
+    """Wall time that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_real_time_pace_sleeps_ahead_catches_up_a_little_and_never_bursts():
+    from plan_stack.embodiments.pacing import RealTimePace
+
+    wall = SteppedClock()
+    pace = RealTimePace(1.0, max_catch_up_s=0.05, sim_s=0.0, clock=wall)
+    wall.t += 0.001
+    assert pace.after_step(0.002) == pytest.approx(0.001)  # a 2 ms step took 1 ms: sleep the rest
+    wall.t += 0.031  # a 30 ms render: 28 ms behind, within the catch-up
+    assert pace.after_step(0.004) == 0.0
+    assert pace.after_step(0.030) == 0.0  # still catching up (no sleep) ...
+    assert pace.after_step(0.034) == pytest.approx(0.002)  # ... and caught up on the original pace
+    wall.t += 0.4  # a 0.4 s stall (loaded machine): behind by more than the catch-up
+    assert pace.after_step(0.036) == 0.0
+    # re-anchored at the stall: the next step is paced from here, no 0.4 s burst of sim time
+    wall.t += 0.001
+    assert pace.after_step(0.038) == pytest.approx(0.001)
+
+
+def test_real_time_pace_at_half_speed_and_as_fast_as_possible():
+    from plan_stack.embodiments.pacing import RealTimePace
+
+    wall = SteppedClock()
+    half = RealTimePace(0.5, max_catch_up_s=0.05, sim_s=1.0, clock=wall)
+    assert half.after_step(1.002) == pytest.approx(0.004)  # 2 ms of sim time = 4 ms of wall time
+    fast = RealTimePace(0.0, max_catch_up_s=0.05, sim_s=1.0, clock=wall)
+    assert fast.after_step(5.0) == 0.0
+    half.reanchor(3.0, real_time_factor=1.0)
+    assert half.rtf == 1.0 and half.after_step(3.010) == pytest.approx(0.010)
+    with pytest.raises(ValueError):
+        RealTimePace(-1.0, 0.05, 0.0)

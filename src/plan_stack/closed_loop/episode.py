@@ -321,6 +321,7 @@ class _Monitor:
                            bridge_rejections=0, trajectory_limit_violations=0, state_limit_violations=0)
         self.first_violation: str | None = None
         self.first_rejection: str | None = None
+        self.safety_reports: list[str] = []  # distinct ERROR `<sim>: safety` messages (collisions), in order
         self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
@@ -502,8 +503,10 @@ class _Monitor:
 
         for s in msg.status:
             if s.name.startswith(f"{self.setup.sim}: safety") and s.level == DiagnosticStatus.ERROR:
-                with self.lock:
-                    self.sig.safety_faults += 1
+                with self.lock:  # the periodic republication of a fault already counted is not a new one
+                    if s.message not in self.safety_reports:
+                        self.safety_reports.append(s.message)
+                        self.sig.safety_faults += 1
             elif s.name.startswith("stitcher: "):
                 found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
                          and kv.value.isdigit()}
@@ -577,6 +580,9 @@ class _Monitor:
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
+        with self.lock:
+            out["safety_faults"] = len(self.safety_reports)  # ALOHA: arm-arm contacts; driving: collision/departure
+            out["first_safety_fault"] = self.safety_reports[0][:300] if self.safety_reports else None
         with self.lock:
             out.update({f"stitcher_{k}": self.stitcher_counts.get(k) for k in _STITCHER_COUNTERS})
         out.update(criterion_of(self.opts.robot).row(sig))

@@ -23,7 +23,7 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.gl_backend import choose_backend
-from plan_stack.embodiments.pacing import StackPacer
+from plan_stack.embodiments.pacing import RealTimePace, StackPacer
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.lifecycle import fail
@@ -121,8 +121,6 @@ class SimNode(Node):
     and `publish_due`, then call `start_physics` at the end of their constructor.
     """
 
-    #: Falling this far (wall s) behind the pace re-anchors it instead of catching up in a burst.
-    _MAX_LAG_S = 0.5
     sim: Any  # the robot's simulator (has `time_s`), set by the subclass
     diagnostics: Diagnostics  # set by the subclass
     #: Parameters a running simulator applies when set (`ros2 param set`); every other one is read-only.
@@ -189,20 +187,19 @@ class SimNode(Node):
         renderer = None
         try:
             renderer = self.open_renderer()
-            rtf = self._real_time_factor
-            wall0, sim0 = time.monotonic(), self.sim.time_s
+            pace = RealTimePace(self._real_time_factor, self.cfg.max_catch_up_s, self.sim.time_s)
             running = lambda: self._running and rclpy.ok(context=self.context)  # noqa: E731
             if self._pacer is not None:
                 self._wait_for_stack(running)
-                wall0 = time.monotonic()
+                pace.reanchor(self.sim.time_s)
             while running():
-                if self._real_time_factor != rtf:  # changed at run time: pace anew from here
-                    rtf, wall0, sim0 = self._real_time_factor, time.monotonic(), self.sim.time_s
+                if self._real_time_factor != pace.rtf:  # changed at run time: pace anew from here
+                    pace.reanchor(self.sim.time_s, self._real_time_factor)
                 if self._pacer is not None and self.sim.time_s >= self._pacer.limit_s():
                     bypassed = self._pacer.bypassed
                     if not self._pacer.wait(self.sim.time_s, running):
                         break
-                    wall0, sim0 = time.monotonic(), self.sim.time_s  # waited: no catch-up burst
+                    pace.reanchor(self.sim.time_s)  # waited: nothing to catch up
                     if self._pacer.bypassed != bypassed:
                         self.diagnostics.report("pacing", WARN if self._pacer.bypassed else OK,
                                                 f"not waiting for silent gate(s) {list(self._pacer.bypassed)}"
@@ -210,12 +207,9 @@ class SimNode(Node):
                 self.physics_step()
                 t = self.sim.time_s
                 self.publish_due(t, s_to_stamp(t), renderer)
-                if rtf > 0:
-                    ahead = (t - sim0) / rtf - (time.monotonic() - wall0)
-                    if ahead > 0:
-                        time.sleep(ahead)
-                    elif ahead < -self._MAX_LAG_S:  # fell behind (slow machine): do not catch up in a burst
-                        wall0, sim0 = time.monotonic(), t
+                sleep_s = pace.after_step(t)
+                if sleep_s > 0:
+                    time.sleep(sleep_s)
         except Exception as exc:  # a dead physics thread must not leave a live node with a dead robot
             if not (self._running and rclpy.ok(context=self.context)):
                 return  # shutting down: publishing into a closed context is expected

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from plan_stack.config import param
 
-__all__ = ["PacingConfig", "StackPacer"]
+__all__ = ["PacingConfig", "RealTimePace", "StackPacer"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,9 +39,52 @@ class PacingConfig:
                                      "stamp (0 = not paced to chunks)", 0.0, min=0.0, max=60.0, read_only=True)
     pace_plan_lead_s: float = param("sim time stays within this lead (s) of the newest plan's observation stamp "
                                     "(0 = not paced to plans)", 0.0, min=0.0, max=60.0, read_only=True)
+    max_catch_up_s: float = param("a simulator that fell behind its real-time factor by up to this much (wall s) "
+                                  "catches up; further behind, it re-anchors its pace instead: a burst of sim time "
+                                  "would age every command in flight by as much", 0.05, min=0.0, max=10.0,
+                                  read_only=True)
     pace_timeout_s: float = param("a paced answer stream silent this long (wall s) after its first answer is no "
                                   "longer waited for, until it answers again", 10.0, min=0.1, max=3600.0,
                                   read_only=True)
+
+
+class RealTimePace:
+    """Sim time paced to `real_time_factor` x wall time (0 = as fast as possible).
+
+    A simulator that falls behind (a slow step, a render, a loaded machine) catches up by at most
+    `max_catch_up_s` of wall time; further behind, it re-anchors instead. Catching up is a burst of sim time
+    run faster than the factor, and every command then in flight between the stack's processes ages by as
+    much sim time while it is delivered: a 0.5 s burst turned trajectories sent with a 0.1 s lead into
+    joins 0.3 s in the past (docs/closed_loop.md).
+    """
+
+    def __init__(self, real_time_factor: float, max_catch_up_s: float, sim_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if real_time_factor < 0 or max_catch_up_s < 0:
+            raise ValueError("real_time_factor and max_catch_up_s must be >= 0")
+        self.max_catch_up_s = float(max_catch_up_s)
+        self._clock = clock
+        self.rtf = float(real_time_factor)
+        self.reanchor(sim_s)
+
+    def reanchor(self, sim_s: float, real_time_factor: float | None = None) -> None:
+        """Pace anew from sim time `sim_s` now (after a wait, a reset or a new factor): nothing to catch up."""
+        if real_time_factor is not None:
+            if real_time_factor < 0:
+                raise ValueError("real_time_factor must be >= 0")
+            self.rtf = float(real_time_factor)
+        self._wall0, self._sim0 = self._clock(), float(sim_s)
+
+    def after_step(self, sim_s: float) -> float:
+        """Wall seconds to sleep before the next step, sim time now being `sim_s` (re-anchors when too far behind)."""
+        if self.rtf <= 0:
+            return 0.0
+        ahead = (sim_s - self._sim0) / self.rtf - (self._clock() - self._wall0)
+        if ahead > 0:
+            return ahead
+        if ahead < -self.max_catch_up_s:
+            self.reanchor(sim_s)
+        return 0.0
 
 
 class StackPacer:

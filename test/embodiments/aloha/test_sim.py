@@ -59,3 +59,22 @@ def test_renderer_contract(sim):
         assert seg.shape == (48, 64) and np.any(seg == box_geom)
     finally:
         r.close()
+
+
+#: shoulder and elbow that bring both grippers to the middle of the workspace, into each other
+MEETING = {"shoulder": 0.15, "elbow": -0.68}
+
+
+def test_arm_contacts_are_between_the_two_arms_left_geom_first(sim):
+    sim.reset(seed=0)
+    sim.step(50)
+    assert sim.arm_contacts() == []  # start pose; the box on the table is no arm contact either
+    target = sim.joint_positions()
+    for arm in (0, 7):
+        target[arm + 1], target[arm + 2] = MEETING["shoulder"], MEETING["elbow"]
+    sim.set_command(target)
+    sim.step(750)
+    contacts = sim.arm_contacts()
+    assert contacts, "the grippers were driven into each other"
+    assert all(a.startswith("vx300s_left/") and b.startswith("vx300s_right/") for a, b, _ in contacts)
+    assert all(f >= 0 for *_, f in contacts) and max(f for *_, f in contacts) > 40.0  # pressed: a collision

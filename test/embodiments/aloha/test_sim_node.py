@@ -20,7 +20,7 @@ from std_msgs.msg import Int32  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 from plan_stack.config import ConfigError  # noqa: E402
-from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, camera_model  # noqa: E402
+from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, START_ARM_POSE, camera_model  # noqa: E402
 from plan_stack.embodiments.aloha.sim_node import AlohaSimConfig, AlohaSimNode  # noqa: E402
 from plan_stack.ros.image import image_to_numpy  # noqa: E402
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS  # noqa: E402
@@ -92,3 +92,55 @@ def test_sim_publishes_all_topics_and_follows_a_controller():
             assert np.all(np.abs(q - goal) < 0.03), q - goal
             # The right arm was not commanded and holds its start pose.
             assert np.all(np.abs(np.array(got["js"][-1].position[7:13]) - np.array(js.position[7:13])) < 0.02)
+
+
+@pytest.mark.parametrize("threshold_n", [40.0, 1e6])
+def test_arms_colliding_are_reported_as_a_safety_error_once_and_cleared(threshold_n):
+    """Both arms driven into each other: one ERROR `aloha_sim: safety` naming the geoms and the force, at once;
+    apart again: OK. Under `arm_collision_force_n` (here: an absurd 1 MN) a contact is no collision."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    from plan_stack.ros.qos import DIAGNOSTICS_QOS
+
+    with ros_context() as ctx:
+        sim = AlohaSimNode(context=ctx, parameter_overrides=[
+            Parameter("camera_rate_hz", value=0.0), Parameter("real_time_factor", value=2.0),
+            Parameter("arm_collision_force_n", value=threshold_n)])
+        probe = Node("probe", context=ctx)
+        safety: list = []
+        probe.create_subscription(
+            DiagnosticArray, "/diagnostics",
+            lambda m: safety.extend(s for s in m.status if s.name == "aloha_sim: safety"), DIAGNOSTICS_QOS)
+        pubs = {a: probe.create_publisher(JointTrajectory, f"{a}_arm_controller/joint_trajectory", RELIABLE_QOS)
+                for a in ("left", "right")}
+        joints = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate")
+
+        def move(pose, after_s):
+            for arm, pub in pubs.items():
+                msg = JointTrajectory(joint_names=[f"{arm}_{j}" for j in joints])
+                msg.points.append(JointTrajectoryPoint(positions=list(pose), velocities=[0.0] * 6,
+                                                       accelerations=[0.0] * 6,
+                                                       time_from_start=Duration(nanosec=int(after_s * 1e9))))
+                pub.publish(msg)
+
+        start = list(START_ARM_POSE)
+        meet = [START_ARM_POSE[0], 0.15, -0.68, *START_ARM_POSE[3:]]  # both grippers into each other
+        errors = lambda: [s for s in safety if s.level == DiagnosticStatus.ERROR]  # noqa: E731
+        with executor_with(ctx, sim, probe) as ex:
+            assert spin_until(ex, lambda: probe.count_subscribers("left_arm_controller/joint_trajectory") > 0
+                              and sim.count_publishers("/diagnostics") > 0, 10.0)
+            move(meet, 0.8)
+            if threshold_n > 1e3:
+                t_meet = sim.sim.time_s
+                assert spin_until(ex, lambda: sim.sim.time_s > t_meet + 1.5, 20.0)
+                assert not errors()  # the same collision as with 40 N (below), under this threshold
+                return
+            assert spin_until(ex, lambda: errors(), 20.0), "no safety report while the arms collided"
+            first = errors()[0]
+            assert "arms collided at" in first.message and "vx300s_left/" in first.message
+            assert float(dict((kv.key, kv.value) for kv in first.values)["force_n"]) > threshold_n
+            move(start, 0.8)
+            assert spin_until(ex, lambda: safety[-1].level == DiagnosticStatus.OK, 20.0)
+            assert safety[-1].message == "arms apart"
+            # one collision, one report (the periodic republication repeats the same message)
+            assert len({s.message for s in errors()}) == 1

@@ -5,7 +5,9 @@ Publishes (node-relative unless absolute): `/clock` (the sim owns time),
 and `cameras/<name>/camera_info`, and privileged ground truth for evaluators:
 `ground_truth/<object>/pose`, `ground_truth/<arm>_gripper/pose` (tool-centre
 point; geometry_msgs/PoseStamped in `world`) and `ground_truth/reward`
-(std_msgs/Int32, staged task reward, 4 = solved). Accepts
+(std_msgs/Int32, staged task reward, 4 = solved); a collision of the two
+arms (contact force over `arm_collision_force_n`) is reported at once as an
+ERROR `safety` diagnostic (the geoms, the force), its end as OK. Accepts
 trajectory_msgs/JointTrajectory on `<controller>/joint_trajectory` for the
 two arm and two gripper controllers, with joint_trajectory_controller
 semantics (see `plan_stack.trajectory.core`).
@@ -37,7 +39,7 @@ from plan_stack.embodiments.node_common import (
     pose_msg,
 )
 from plan_stack.embodiments.pacing import PacingConfig
-from plan_stack.ros.diagnostics import Diagnostics
+from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
 
@@ -64,6 +66,14 @@ class AlohaSimConfig(PacingConfig):
     left_gripper_controller: str = param("left gripper controller name", "left_gripper_controller", read_only=True)
     right_gripper_controller: str = param("right gripper controller name", "right_gripper_controller", read_only=True)
     world_frame: str = param("frame of the ground-truth poses", "world", read_only=True)
+    arm_collision_force_n: float = param(
+        "an arm-arm contact pressing harder than this (N) is a collision, reported as an ERROR `safety` diagnostic "
+        "(a handover's fingers touch with <= 13 N; grippers driven into each other press with 87-179 N)",
+        40.0, min=0.0, read_only=True)
+    arm_contact_clear_s: float = param(
+        "the arms apart this long (sim s) end a contact: a collision's `safety` report turns OK, and the next "
+        "touch is a new contact (touching arms bounce on and off contact every few ms)", 0.2, min=0.0,
+        read_only=True)
     max_start_delay: float = param(
         "a controller command due further ahead than this (s, sim time) is refused: a wrong clock or stamp",
         10.0, min=0.0, read_only=True)
@@ -110,6 +120,9 @@ class AlohaSimNode(SimNode):
                           for a in ("left", "right")}
         self._reward_pub = self.create_publisher(Int32, "ground_truth/reward", RELIABLE_QOS)
         self._js, self._gt = Every(cfg.joint_state_rate_hz), Every(cfg.ground_truth_rate_hz)
+        self._touching = False  # an arm-arm contact is in progress
+        self._collided = False  # ... and it was reported as a collision
+        self._arms_touched_s = -float("inf")  # sim time the arms last touched
         self.start_physics("aloha_sim_physics", cfg.real_time_factor)
 
     # --- physics thread ---------------------------------------------------------
@@ -127,6 +140,25 @@ class AlohaSimNode(SimNode):
         with self._lock:
             self.sim.set_command(self._controllers.command(t))
         self.sim.step()
+        self._check_arm_contact()
+
+    def _check_arm_contact(self) -> None:
+        """One ERROR `safety` report per contact of the arms that presses over `arm_collision_force_n`, OK once
+        they have been apart for `arm_contact_clear_s`."""
+        t = self.sim.time_s
+        contacts = self.sim.arm_contacts()
+        if contacts:
+            self._touching, self._arms_touched_s = True, t
+            left, right, force = max(contacts, key=lambda c: c[2])
+            if not self._collided and force > self.cfg.arm_collision_force_n:
+                self._collided = True
+                self.diagnostics.report("safety", ERROR, f"arms collided at {t:.3f} s: {left} - {right}, "
+                                        f"{force:.0f} N", now=True, sim_time_s=f"{t:.3f}", force_n=f"{force:.1f}")
+        elif self._touching and t - self._arms_touched_s >= self.cfg.arm_contact_clear_s:
+            self._touching = False
+            if self._collided:
+                self._collided = False
+                self.diagnostics.report("safety", OK, "arms apart")
 
     def publish_due(self, t: float, stamp: Time, renderer) -> None:
         self._clock_pub.tick(t, stamp)
