@@ -52,9 +52,10 @@ class AlohaSim:
         self._obj_adr = [m.joint(m.body(name).jntadr[0]).qposadr[0] for name in self.task.objects]
         self._tcp_site = [m.site(f"{a}_tcp").id for a in ARMS]
         self._geom_names = [m.geom(i).name for i in range(m.ngeom)]
-        # geom id -> arm ("left" / "right") for the arms' own geoms (links, gripper, fingers)
         self._contact_force = np.zeros(6)
-        self._geom_arm = {i: a for i, n in enumerate(self._geom_names) for a in ARMS if n.startswith(f"vx300s_{a}/")}
+        # geom id -> 1 for the left arm's own geoms (links, gripper, fingers), 2 for the right arm's, else 0
+        self._geom_side = np.array([next((k + 1 for k, a in enumerate(ARMS) if n.startswith(f"vx300s_{a}/")), 0)
+                                    for n in self._geom_names], dtype=np.int8)
         self.command = np.zeros(14)
         self.reset(seed=0)
 
@@ -137,14 +138,16 @@ class AlohaSim:
         fingers touch lightly (≤ 13 N measured over 9 successful learned handovers; the scripted expert never
         touches); a plan that drives the grippers into each other presses with 87–179 N, and the impulse drives
         the wrist servos far past their speed limit (docs/closed_loop.md)."""
-        arm, names, out = self._geom_arm, self._geom_names, []
-        force = self._contact_force
-        for i, c in enumerate(self.data.contact[: self.data.ncon]):
-            a, b = arm.get(c.geom1), arm.get(c.geom2)
-            if a is not None and b is not None and a != b:
-                self._mj.mj_contactForce(self.model, self.data, i, force)
-                pair = (c.geom1, c.geom2) if a == "left" else (c.geom2, c.geom1)
-                out.append((names[pair[0]], names[pair[1]], abs(float(force[0]))))
+        if self.data.ncon == 0:
+            return []
+        pairs = self.data.contact.geom  # [ncon, 2] geom ids (arrays: no Python object per contact)
+        side = self._geom_side[pairs]  # 0 not an arm, 1 left, 2 right
+        out = []
+        for i in np.flatnonzero(side[:, 0] * side[:, 1] == 2):  # one left and one right geom
+            self._mj.mj_contactForce(self.model, self.data, int(i), self._contact_force)
+            g1, g2 = (int(g) for g in pairs[i])
+            left, right = (g1, g2) if side[i, 0] == 1 else (g2, g1)
+            out.append((self._geom_names[left], self._geom_names[right], abs(float(self._contact_force[0]))))
         return out
 
     def reward(self) -> int:
