@@ -135,9 +135,9 @@ class AlohaSim:
 
     def arm_contacts(self) -> list[tuple[str, str, float]]:
         """(left geom, right geom, normal force N) of every contact between the two arms now. A handover's
-        fingers touch lightly (≤ 13 N measured over 9 successful learned handovers; the scripted expert never
-        touches); a plan that drives the grippers into each other presses with 87–179 N, and the impulse drives
-        the wrist servos far past their speed limit (docs/closed_loop.md)."""
+        fingers may touch lightly (the scripted expert never touches); a plan that drives the grippers into each
+        other presses with ~100 N and more, and the impulse drives the wrist servos far past their speed limit
+        (docs/closed_loop.md)."""
         if self.data.ncon == 0:
             return []
         pairs = self.data.contact.geom  # [ncon, 2] geom ids (arrays: no Python object per contact)

@@ -68,7 +68,7 @@ class AlohaSimConfig(PacingConfig):
     world_frame: str = param("frame of the ground-truth poses", "world", read_only=True)
     arm_collision_force_n: float = param(
         "an arm-arm contact pressing harder than this (N) is a collision, reported as an ERROR `safety` diagnostic "
-        "(a handover's fingers touch with <= 13 N; grippers driven into each other press with 87-179 N)",
+        "(validation seeds: successful handovers touch with <= 10 N, the failed ones collided with 96-257 N)",
         40.0, min=0.0, read_only=True)
     arm_contact_clear_s: float = param(
         "the arms apart this long (sim s) end a contact: a collision's `safety` report turns OK, and the next "
