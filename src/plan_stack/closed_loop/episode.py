@@ -506,7 +506,7 @@ class _Monitor:
                 with self.lock:  # the periodic republication of a fault already counted is not a new one
                     if s.message not in self.safety_reports:
                         self.safety_reports.append(s.message)
-                        self.sig.safety_faults += 1
+                        self.sig.safety_faults = len(self.safety_reports)
             elif s.name.startswith("stitcher: "):
                 found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
                          and kv.value.isdigit()}
@@ -581,9 +581,8 @@ class _Monitor:
         out["first_violation"] = first_violation
         out["first_rejection"] = first_rejection
         with self.lock:
-            out["safety_faults"] = len(self.safety_reports)  # ALOHA: arm-arm contacts; driving: collision/departure
+            out["safety_faults"] = len(self.safety_reports)  # ALOHA: arm collisions; driving: collision/departure
             out["first_safety_fault"] = self.safety_reports[0][:300] if self.safety_reports else None
-        with self.lock:
             out.update({f"stitcher_{k}": self.stitcher_counts.get(k) for k in _STITCHER_COUNTERS})
         out.update(criterion_of(self.opts.robot).row(sig))
         out.update(self.lat.summary())

@@ -15,7 +15,7 @@ servo back (the rig of runs recorded before 2026-12-04; the figures above were m
 Reports, per arm joint, the peak speed at the physics rate (2 ms) and on the joint-state grid, the time of
 the peak and how many physics steps were over `STATE_VELOCITY_FACTOR` x the URDF velocity limit (the
 check of `closed_loop.episode`), the arms' contact (geoms) when the peak came within `CONTACT_WINDOW_S` of the
-two arms touching (a collision's impulse, not control: measured in 2 of 2 violations of a 20-seed run), and the
+two arms touching (a collision's impulse, not control: docs/closed_loop.md, 2026-12-04), and the
 same peaks from the bag's `/joint_states` for comparison.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ __all__ = ["CONTACT_WINDOW_S", "ReplayError", "replay", "main"]
 
 #: A joint's peak speed this soon (sim s) after the two arms touched is attributed to that contact.
 CONTACT_WINDOW_S = 0.1
+
 
 class ReplayError(ValueError):
     """The bag cannot be replayed (no controller commands, unknown joints, bad damping option)."""
