@@ -75,10 +75,19 @@ def random_fields():
     return _random_fields
 
 
+def _apart(rng, size, gap):
+    """Two sorted uniform draws on [0, size] at least `gap` apart."""
+    while True:
+        a, b = sorted(rng.uniform(0, size) for _ in range(2))
+        if b - a >= gap:
+            return a, b
+
+
 def _random_fields(kind, p, rng):
     from plan_stack.planning.fields import PrimitiveFields
     from plan_stack.planning.layouts import KINDS
     from plan_stack.planning.quantisation import RANGES
+    from plan_stack.planning.vocab import N_BINS
 
     parts, arms, msg_kind = KINDS[kind]
     out = []
@@ -86,8 +95,10 @@ def _random_fields(kind, p, rng):
         has_2d = any(pt.space == "image" for pt in parts)
         uv, pts = (), ()
         if kind == "box":
-            u1, u2 = sorted(rng.uniform(0, IMAGE[0]) for _ in range(2))
-            v1, v2 = sorted(rng.uniform(0, IMAGE[1]) for _ in range(2))
+            # corners at least two bins apart: closer ones share a bin and are pushed one bin apart by design
+            # (`test_box_encoding_enforces_order`), beyond the half-bin round trip asserted for the rest
+            u1, u2 = _apart(rng, IMAGE[0], 2 * IMAGE[0] / N_BINS)
+            v1, v2 = _apart(rng, IMAGE[1], 2 * IMAGE[1] / N_BINS)
             uv = (u1, v1, u2, v2)
         else:
             space = parts[-1].space
