@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from plan_stack.config import ConfigError
+from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.decoding import Decoder, DecoderConfig
 from plan_stack.planning.errors import PlanningError
@@ -300,3 +301,28 @@ def test_plausibility_gate_falls_back_to_constrained_ar_and_counts(text_target, 
     boxed = Decoder(tg, small_drafter(tg), DecoderConfig(budget=60), ranges=ranges,
                     workspace={"robot": {"x": [5.0, 6.0]}})  # no waypoint can lie there
     assert boxed.generate(prompt, decoder="vflash", response_prefix=prefix).stats.gate_implausible == 1
+
+
+def test_plausibility_gate_bounds_the_change_between_steps(text_target):
+    """A waypoint thrown metres ahead and the next back on the path: every step is a plausible length,
+    the change between two steps is not (the driving drafter's failure from standstill)."""
+    from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
+
+    layout = L.make_layout("drive_2d3d", 8)
+    ranges = {"drive": {"x": [0.0, 34.0], "y": [-3.0, 3.0]}}
+    x = np.array([0.25, 1.0, 2.25, 4.0, 6.25, 9.0, 12.25, 16.0])  # from standstill at 2 m/s^2, 0.5 s apart
+
+    def block(xs):
+        pts = tuple((float(v), 0.0, 0.0) for v in xs)
+        return fields_to_tokens(text_target.vocab, layout, [PrimitiveFields(L.KINDS["drive_2d3d"][2], arm="",
+                                points=pts, uv=(0.0,) * 16)], (112, 112), ranges)
+
+    thrown = x.copy()
+    thrown[6] = 15.2  # steps 6.2 and 0.8 m against 3.25 and 3.75
+    gate = Decoder(text_target, None, DecoderConfig(gate_max_step_m=6.5, gate_max_step_change_m=1.0), ranges=ranges)
+    assert gate.plausible(layout, block(x))
+    assert not gate.plausible(layout, block(thrown))
+    steps_only = Decoder(text_target, None, DecoderConfig(gate_max_step_m=6.5), ranges=ranges)
+    assert steps_only.plausible(layout, block(thrown))  # what the step bound alone let through
+    with pytest.raises(ConfigError, match="^gate_max_step_change_m"):
+        DecoderConfig(gate_max_step_change_m=-1.0)

@@ -67,12 +67,14 @@ def test_missing_directory_is_named(tmp_path):
 
 def test_decoder_uses_the_manifest_ranges_and_gate(tmp_path, vl_target):
     manifest = {"cameras": ["cam_high"], "coordinate_ranges": {"robot": {"x": [-0.5, 0.5]}},
-                "workspace": {"robot": {"z": [0.3, 0.9]}}, "gate_max_step_m": 0.06, "budget": 99}
+                "workspace": {"robot": {"z": [0.3, 0.9]}}, "gate_max_step_m": 0.06, "gate_max_step_change_m": 0.02,
+                "budget": 99}
     save_planner_model(tmp_path / "m", vl_target, None, manifest)
     model = load_planner_model(tmp_path / "m")
     dec = model.decoder()
     assert dec.ranges["robot"]["x"] == (-0.5, 0.5) and dec.workspace == {"robot": {"z": (0.3, 0.9)}}
     assert dec.config.gate_max_step_m == 0.06 and dec.config.budget == 99
+    assert dec.config.gate_max_step_change_m == 0.02
     assert model.ranges == dec.ranges
 
 

@@ -63,6 +63,22 @@ def test_gate_bound_is_the_factor_times_the_largest_true_step():
     assert gate_bound([a, b], 2.0)[0] == pytest.approx(0.08)
 
 
+def test_step_change_bound_is_the_factor_times_the_largest_true_second_difference():
+    from plan_stack.planning.training_cli import Recipe, gate_manifest
+
+    a = _kf([[[0, 0, 0], [0.03, 0, 0], [0.03, 0.04, 0]], [[0, 0, 0], [0, 0, 0.01]]])  # change |(-0.03, 0.04)|
+    b = _kf([[[0, 0, 0], [0.01, 0, 0], [0.03, 0, 0], [0.06, 0, 0]]])  # changes 0.01, 0.01
+    assert sorted(true_steps([a, b], order=2).round(6).tolist()) == [0.01, 0.01, 0.05]
+    bound, info = gate_bound([a, b], 1.5, order=2)
+    assert bound == pytest.approx(0.075) and info["true_step_change_m"]["max"] == pytest.approx(0.05)
+    assert gate_manifest([a, b], Recipe())["gate_max_step_change_m"] == 0.0  # not asked for: none
+    gate = gate_manifest([a, b], Recipe(gate_step_change_factor=2.0))
+    assert gate["gate_max_step_change_m"] == pytest.approx(0.1) and gate["gate_max_step_m"] == pytest.approx(0.06)
+    assert gate["gate_rule"]["step_change"]["rule"] == "2.0 x max true step change"
+    with pytest.raises(ValueError, match="3 waypoints"):
+        gate_bound([_kf([[[0, 0, 0], [1, 0, 0]]])], 1.5, order=2)
+
+
 def test_gate_bound_refuses_a_split_without_tracks():
     with pytest.raises(ValueError, match="validation"):
         gate_bound([_kf([[[0, 0, 0]]])], 1.5)
@@ -95,3 +111,36 @@ def test_located_centre_is_the_first_box_objects_centre_in_image_fractions():
     assert located_centre(kf, ROBOTS["aloha"]) == (0.525, 0.6)
     assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), ROBOTS["aloha"]) is None
     assert located_centre(kf, ROBOTS["drive"]) is None  # no located object for driving
+
+
+def test_located_centre_largest_is_the_biggest_box_in_view():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from plan_stack.data.episodes import ROBOTS
+    from plan_stack.planning.training_cli import RECIPES, located_centre
+
+    kf = SimpleNamespace(boxes={"obstacle_0": (10.0, 40.0, 14.0, 44.0), "obstacle_3": (100.0, 40.0, 140.0, 80.0),
+                                "obstacle_5": (150.0, 40.0, 151.0, 41.0)}, camera_size=(200, 100))
+    assert located_centre(kf, ROBOTS["drive"], "largest") == (0.6, 0.6)  # the nearest (largest) obstacle
+    assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), ROBOTS["drive"], "largest") is None
+    with pytest.raises(ValueError, match="unknown rule"):
+        located_centre(kf, ROBOTS["drive"], "nearest")
+    assert {r.locate for r in RECIPES.values()} <= {"first", "largest"}
+    for robot, recipe in RECIPES.items():  # a "first" rule needs an object to be first
+        assert recipe.target_locate_weight == 0 or recipe.locate == "largest" or ROBOTS[robot].box_objects
+
+
+def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkeypatch):
+    import plan_stack.cli
+    from plan_stack.planning.training_cli import SPLITS, record_splits
+
+    calls = []
+    monkeypatch.setattr(plan_stack.cli, "main", lambda argv: calls.append(argv) or 0)
+    (tmp_path / "val").mkdir()
+    (tmp_path / "val" / "drive_200000.json").write_text("{}")  # a recorded split is kept
+    record_splits("drive", str(tmp_path), lambda msg: None)
+    assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in SPLITS["drive"] if s != "val"]
+    for argv in calls:  # driving keyframes every 0.5 s in every split, train and held-out alike
+        assert argv[argv.index("--keyframe-period") + 1] == "0.5"

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     blind = json.load(open(blind_file, encoding="utf-8")) if os.path.isfile(blind_file) else None
     cfg = DecoderConfig(budget=int(model.manifest["budget"]))
     if args.no_gate:
-        model.manifest = {**model.manifest, "workspace": {}, "gate_max_step_m": 0.0}
+        model.manifest = {**model.manifest, "workspace": {}, "gate_max_step_m": 0.0,
+                          "gate_max_step_change_m": 0.0}
     rows = EV.evaluate(model, keyframes, spec, decoders, blind=blind, config=cfg, progress=True)
     seeds = sorted({kf.seed for kf in keyframes})
     held = set(range(*_seed_range(model.manifest, "train")))

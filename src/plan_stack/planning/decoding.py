@@ -71,6 +71,9 @@ class DecoderConfig:
     gate_max_step_m: float = param(
         "plausibility gate: max distance between consecutive 3D waypoints of a drafted primitive (m); 0 disables",
         0.0, min=0.0)
+    gate_max_step_change_m: float = param(
+        "plausibility gate: max change between consecutive steps (|second difference|) of a drafted primitive's "
+        "3D waypoints (m); 0 disables", 0.0, min=0.0)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -249,9 +252,11 @@ class Decoder:
 
     def plausible(self, layout: L.Layout, block: Sequence[int]) -> bool:
         """Geometric part of the VFlash gate: every 3D waypoint of a (schema-valid) block inside the
-        workspace box and consecutive waypoints at most `gate_max_step_m` apart."""
-        max_step = self.config.gate_max_step_m
-        if not self.workspace and max_step <= 0:
+        workspace box, consecutive waypoints at most `gate_max_step_m` apart, and consecutive steps
+        differing by at most `gate_max_step_change_m` (a waypoint thrown metres ahead and the next one
+        back on the path: each step alone can be a plausible length)."""
+        max_step, max_change = self.config.gate_max_step_m, self.config.gate_max_step_change_m
+        if not self.workspace and max_step <= 0 and max_change <= 0:
             return True
         for pi, part in enumerate(layout.parts):
             if part.space == "image":
@@ -268,7 +273,10 @@ class Decoder:
             for ai, axis in enumerate(part.axes):
                 if axis in box and not bool(((vals[:, ai] >= box[axis][0]) & (vals[:, ai] <= box[axis][1])).all()):
                     return False
-            if max_step > 0 and len(vals) > 1 and float(np.linalg.norm(np.diff(vals, axis=0), axis=1).max()) > max_step:
+            d1 = np.diff(vals, axis=0)
+            if max_step > 0 and len(d1) and float(np.linalg.norm(d1, axis=1).max()) > max_step:
+                return False
+            if max_change > 0 and len(d1) > 1 and float(np.linalg.norm(np.diff(d1, axis=0), axis=1).max()) > max_change:
                 return False
         return True
 

@@ -25,6 +25,8 @@ configs, steps, git commit, metrics at save time):
     workspace        {space: {axis: [lo, hi]}}: where a plausible 3D waypoint lies
                      (the VFlash gate's geometric check; absent: no box check)
     gate_max_step_m  the gate's bound between consecutive 3D waypoints (absent/0: none)
+    gate_max_step_change_m  the gate's bound on the change between consecutive steps
+                     (|second difference| of the 3D waypoints; absent/0: none)
 
 The prompt is, in time order, each observation's images (cameras in manifest
 order) followed by `prompt_text(instruction)`; training and the planner both
@@ -61,6 +63,7 @@ _DEFAULTS: dict[str, Any] = {
     "coordinate_ranges": {},
     "workspace": {},
     "gate_max_step_m": 0.0,
+    "gate_max_step_change_m": 0.0,
 }
 
 
@@ -125,17 +128,18 @@ class PlannerModel:
 
     def decoder(self, config: Any = None) -> Any:
         """A `planning.decoding.Decoder` over this target and drafter, decoding with the model's
-        coordinate ranges and plausibility gate (the manifest's `gate_max_step_m` applies when
-        `config` leaves the gate's step bound at 0)."""
+        coordinate ranges and plausibility gate (the manifest's `gate_max_step_m` and
+        `gate_max_step_change_m` apply where `config` leaves that bound at 0)."""
         import dataclasses as dc
 
         from plan_stack.planning.decoding import Decoder, DecoderConfig
 
         m = {**_DEFAULTS, **self.manifest}  # an in-memory manifest (training) may leave keys out
         config = config or DecoderConfig(budget=int(m["budget"]))
-        step = float(m["gate_max_step_m"] or 0.0)
-        if step > 0 and config.gate_max_step_m == 0:
-            config = dc.replace(config, gate_max_step_m=step)
+        for key in ("gate_max_step_m", "gate_max_step_change_m"):
+            bound = float(m[key] or 0.0)
+            if bound > 0 and getattr(config, key) == 0:
+                config = dc.replace(config, **{key: bound})
         return Decoder(self.target, self.drafter, config, ranges=m["coordinate_ranges"] or None,
                        workspace=m["workspace"] or None)
 

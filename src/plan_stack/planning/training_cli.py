@@ -50,6 +50,11 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
     # seeds, and its cube box 7 px off at 224, while the localisation loss fitted the training cubes to 2.4 px
     "franka": {"pick": ("--pick-only",)},
 }
+#: record-demos options of every split of a robot (beside the common image size and camera rate).
+#: Driving: a keyframe every 0.5 s (default 1 s): the lane changes the planner must learn are short, and
+#: at one keyframe a second it saw too few of their onsets (docs/closed_loop.md, "Driving: a retrained
+#: planner that sees the obstacles")
+RECORD_OPTIONS: dict[str, tuple[str, ...]] = {"drive": ("--keyframe-period", "0.5")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +76,11 @@ class Recipe:
     target_lr: float = 1e-3
     #: Gaussian soft target over the coordinate bins (std in bins; 0 = exact bin), `training_target.response_loss`
     target_coord_sigma_bins: float = 0.0
-    #: weight of the auxiliary localisation loss on the first `box_objects` object (`training_target.LocateHead`)
+    #: weight of the auxiliary localisation loss (`training_target.LocateHead`) on the object `locate` names
     target_locate_weight: float = 0.0
+    #: which annotated box the localisation loss places: "first" = the first of the robot's `box_objects`
+    #: (ALOHA, Franka: the cube); "largest" = the largest box in view (driving: the nearest obstacle)
+    locate: str = "first"
     eval_every: int = 325
     val_keyframes: int = 24
     drafter_width: int = 192
@@ -92,6 +100,9 @@ class Recipe:
     head_extra_splits: tuple[str, ...] = ()
     budget_margin: int = 24
     gate_step_factor: float = 1.5
+    #: the gate's bound on the change between consecutive steps, this factor x the largest true change on
+    #: the validation split (0: no such bound)
+    gate_step_change_factor: float = 0.0
     seed: int = 0
 
 
@@ -111,9 +122,17 @@ RECIPES: dict[str, Recipe] = {
     # target: 1,800 steps on train + pick (4,000 + ~7,000 keyframes)
     "franka": Recipe(target_steps=1800, eval_every=300, drafter_steps=900, head_steps=3000, head_episodes=200,
                      head_state_noise=(0.05,) * 7 + (0.005,), vision_patch=8, target_locate_weight=100.0),
-    # drive: 8 px patches and 4 epochs of 160 drives; the 550-step target on 60 drives with 16 px patches it
-    # replaces was worse than the blind baseline (1.1 m against 0.6 m validation ADE, docs/models.md)
-    "drive": Recipe(target_steps=1200, eval_every=300, drafter_steps=600, vision_patch=8),
+    # drive: 8 px patches, a keyframe every 0.5 s (`RECORD_OPTIONS`) and the localisation loss on the
+    # nearest obstacle in view (the largest box): the 1,200-step target on one keyframe a second without it
+    # followed a lane change only once the car had turned (lateral error at lane-change keyframes 1.32 m;
+    # with both and 2,400 steps 0.15 m, docs/closed_loop.md)
+    # drafter 1,500 steps and a gate bound on the change between steps: the 600-step drafter threw single
+    # waypoints metres ahead (from standstill: 8.99 -> 15.18 -> 15.44 m, truth 8.99 -> 12.12 -> 15.43), each
+    # step a plausible length, and drive_bridge refused the kink from the same picture again and again. With
+    # 1,500 steps such drafts are rarer but still reach the bridge: validation drives without the bound had
+    # 6 plans refused and drove 97-143 m, with it 1 and 143-200 m (docs/closed_loop.md)
+    "drive": Recipe(target_steps=2400, eval_every=400, drafter_steps=1500, vision_patch=8,
+                    target_locate_weight=100.0, locate="largest", gate_step_change_factor=1.5),
 }
 
 
@@ -177,38 +196,62 @@ def selection_keyframes(val_kf: Sequence[Any], n: int) -> list[Any]:
     return spaced + firsts
 
 
-def located_centre(kf: Any, spec: Any) -> tuple[float, float] | None:
-    """Centre of the first `spec.box_objects` object in the annotated camera, as fractions of its size."""
-    box = kf.boxes.get(spec.box_objects[0]) if spec.box_objects else None
+def located_centre(kf: Any, spec: Any, rule: str = "first") -> tuple[float, float] | None:
+    """Centre of the located object's box in the annotated camera, as fractions of its size (None: none).
+
+    `rule` "first": the first of `spec.box_objects`; "largest": the box of largest area among all the
+    keyframe's annotated boxes (for a road scene, the nearest obstacle in view).
+    """
+    if rule == "first":
+        box = kf.boxes.get(spec.box_objects[0]) if spec.box_objects else None
+    elif rule == "largest":
+        box = max(kf.boxes.values(), key=lambda b: (b[2] - b[0]) * (b[3] - b[1]), default=None)
+    else:
+        raise ValueError(f"locate: unknown rule {rule!r} (first, largest)")
     if box is None:
         return None
     w, h = kf.camera_size
     return ((box[0] + box[2]) / 2 / w, (box[1] + box[3]) / 2 / h)
 
 
-def true_steps(keyframes) -> Any:
-    """Every consecutive-waypoint distance (m) of the annotated tracks of `keyframes`."""
+def true_steps(keyframes, order: int = 1) -> Any:
+    """Every |`order`-th difference| (m) of the annotated tracks of `keyframes`: 1, the distances between
+    consecutive waypoints; 2, the changes between consecutive steps."""
     import numpy as np
 
-    steps = [np.linalg.norm(np.diff(p, axis=0), axis=1) for kf in keyframes for p in kf.points if len(p) > 1]
+    steps = [np.linalg.norm(np.diff(p, n=order, axis=0), axis=1) for kf in keyframes for p in kf.points
+             if len(p) > order]
     return np.concatenate(steps) if steps else np.zeros(0)
 
 
-def gate_bound(val_keyframes, factor: float) -> tuple[float, dict]:
-    """The VFlash gate's step bound, chosen on the validation split (never the held-out one): `factor` x
-    the largest true step between consecutive annotated waypoints there. Returns (bound m, the rule and
-    the step distribution it came from, for the manifest)."""
+def gate_bound(val_keyframes, factor: float, order: int = 1) -> tuple[float, dict]:
+    """A VFlash gate bound, chosen on the validation split (never the held-out one): `factor` x the
+    largest true step (`order` 1) or change between consecutive steps (`order` 2) of the annotated
+    waypoints there. Returns (bound m, the rule and the distribution it came from, for the manifest)."""
     import numpy as np
 
-    steps = true_steps(val_keyframes)
+    what = {1: "step", 2: "step change"}[order]
+    steps = true_steps(val_keyframes, order)
     if not len(steps):
-        raise ValueError("no annotated track with two waypoints in the validation split")
+        raise ValueError(f"no annotated track with {order + 1} waypoints in the validation split")
     bound = round(float(steps.max()) * factor, 3)
-    return bound, {"split": "val", "rule": f"{factor} x max true step", "factor": factor,
+    return bound, {"split": "val", "rule": f"{factor} x max true {what}", "factor": factor,
                    "keyframes": len(val_keyframes), "steps": int(len(steps)),
-                   "true_step_m": {"p50": round(float(np.median(steps)), 4),
-                                   "p99": round(float(np.percentile(steps, 99)), 4),
-                                   "max": round(float(steps.max()), 4)}}
+                   f"true_{what.replace(' ', '_')}_m": {"p50": round(float(np.median(steps)), 4),
+                                                       "p99": round(float(np.percentile(steps, 99)), 4),
+                                                       "max": round(float(steps.max()), 4)}}
+
+
+def gate_manifest(val_keyframes, recipe: Recipe) -> dict[str, Any]:
+    """The manifest's gate keys: the step bound, the step-change bound where the recipe asks for one
+    (else 0: none), and the rules they came from."""
+    step, rule = gate_bound(val_keyframes, recipe.gate_step_factor)
+    out: dict[str, Any] = {"gate_max_step_m": step, "gate_rule": rule, "gate_max_step_change_m": 0.0}
+    if recipe.gate_step_change_factor > 0:
+        change, change_rule = gate_bound(val_keyframes, recipe.gate_step_change_factor, order=2)
+        out["gate_max_step_change_m"] = change
+        out["gate_rule"] = {**rule, "step_change": change_rule}
+    return out
 
 
 def set_gate(out: Path, val_dir: str, spec, recipe: Recipe, log) -> int:
@@ -219,11 +262,12 @@ def set_gate(out: Path, val_dir: str, spec, recipe: Recipe, log) -> int:
 
     model = load_planner_model(out)
     keyframes = load_keyframes(val_dir, spec, model.required_image_size(), progress=True)
-    bound, info = gate_bound(keyframes, recipe.gate_step_factor)
+    gate = gate_manifest(keyframes, recipe)
     path = out / MANIFEST
     manifest = json.loads(path.read_text())
-    log(f"gate: step bound {manifest.get('gate_max_step_m')} -> {bound} m ({info})")
-    manifest["gate_max_step_m"], manifest["gate_rule"] = bound, info
+    log(f"gate: step bound {manifest.get('gate_max_step_m')} -> {gate['gate_max_step_m']} m, step-change bound "
+        f"{manifest.get('gate_max_step_change_m', 0.0)} -> {gate['gate_max_step_change_m']} m ({gate['gate_rule']})")
+    manifest.update(gate)
     path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     load_planner_model(out)  # what was written must load
     return 0
@@ -287,24 +331,26 @@ def run(args: argparse.Namespace) -> int:
     extra_kf = {name: load_keyframes(d, spec, recipe.image_size, progress=True) for name, d in extra_dirs.items()}
     planner_kf = train_kf + [kf for kfs in extra_kf.values() for kf in kfs]  # what the target and drafter see
     ranges, workspace = fit_ranges(planner_kf, spec)
-    gate_step, gate_rule = gate_bound(val_kf, recipe.gate_step_factor)
+    gate = gate_manifest(val_kf, recipe)
     blind = EV.blind_baseline(train_kf)
     log(f"{len(train_kf)} train / {len(val_kf)} val keyframes"
         + "".join(f" / {len(kfs)} {name}" for name, kfs in extra_kf.items())
-        + f", ranges {ranges}, gate step {gate_step} m (data {time.monotonic() - t0:.0f} s)")
+        + f", ranges {ranges}, gate step {gate['gate_max_step_m']} m, step change "
+        f"{gate['gate_max_step_change_m']} m (data {time.monotonic() - t0:.0f} s)")
     kinds = (["box"] if spec.box_objects else []) + [spec.kind]
     manifest: dict[str, Any] = {
         "robot": robot, "cameras": list(spec.cameras), "image_size": list(recipe.image_size), "history_frames": 1,
         "instruction": train_kf[0].instruction, "primitive_kinds": kinds, "coordinate_ranges": ranges,
         "waypoints": sorted({len(kf.points[0]) for kf in train_kf}),  # P per primitive (exported block sizes)
-        "workspace": workspace, "gate_max_step_m": gate_step, "gate_rule": gate_rule, "frame_id": spec.frame_id,
+        "workspace": workspace, **gate, "frame_id": spec.frame_id,
         "response": "sub-task text + '. ' + per primitive: tool call + block; EOS",
         "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in SPLITS[robot].items()},
                  **data_id,
                  "samples": {"train": len(train_kf), "val": len(val_kf),
                              **{name: len(kfs) for name, kfs in extra_kf.items()}},
                  "planner_trains_on": ["train", *extra_kf],
-                 "recorded_with": f"plan-stack record-demos --robot {robot} --width 224 --height 224 --camera-rate 2",
+                 "recorded_with": " ".join([f"plan-stack record-demos --robot {robot} --width 224 --height 224 "
+                                            "--camera-rate 2", *RECORD_OPTIONS.get(robot, ())]),
                  **({"extra_record_options": {k: " ".join(v) for k, v in PLANNER_EXTRA_SPLITS[robot].items()}}
                     if extra_kf else {})},
         "recipe": dataclasses.asdict(recipe), "git_commit": git_commit(),
@@ -320,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
     target_dir = work / "target_final"
     if "target" in stages:
         items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(target, kf, spec, model.ranges)[0],
-                              located_centre(kf, spec)) for kf in planner_kf]
+                              located_centre(kf, spec, recipe.locate)) for kf in planner_kf]
         cfg = TT.TargetTrainConfig(steps=recipe.target_steps, batch_size=recipe.target_batch, lr=recipe.target_lr,
                                    eval_every=recipe.eval_every, coord_sigma_bins=recipe.target_coord_sigma_bins,
                                    locate_weight=recipe.target_locate_weight, seed=recipe.seed)
@@ -479,7 +525,7 @@ def record_splits(robot: str, data: str, log) -> None:
         log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
         code = cli_main(["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
                          "--episodes", str(episodes), "--seed", str(seed), "--out", dest,
-                         *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())])
+                         *RECORD_OPTIONS.get(robot, ()), *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())])
         if code:
             raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
 
