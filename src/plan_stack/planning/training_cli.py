@@ -57,6 +57,13 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
 RECORD_OPTIONS: dict[str, tuple[str, ...]] = {"drive": ("--keyframe-period", "0.5")}
 
 
+def record_argv(robot: str) -> list[str]:
+    """The `plan-stack` arguments every split of `robot` is recorded with (the split adds its seeds, count,
+    output and `PLANNER_EXTRA_SPLITS` options); the manifest's `recorded_with` is the same line."""
+    return ["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
+            *RECORD_OPTIONS.get(robot, ())]
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """Sizes and budgets of one robot's models (measured to fit <= 60 min on 2 CPU cores)."""
@@ -349,8 +356,7 @@ def run(args: argparse.Namespace) -> int:
                  "samples": {"train": len(train_kf), "val": len(val_kf),
                              **{name: len(kfs) for name, kfs in extra_kf.items()}},
                  "planner_trains_on": ["train", *extra_kf],
-                 "recorded_with": " ".join([f"plan-stack record-demos --robot {robot} --width 224 --height 224 "
-                                            "--camera-rate 2", *RECORD_OPTIONS.get(robot, ())]),
+                 "recorded_with": " ".join(["plan-stack", *record_argv(robot)]),
                  **({"extra_record_options": {k: " ".join(v) for k, v in PLANNER_EXTRA_SPLITS[robot].items()}}
                     if extra_kf else {})},
         "recipe": dataclasses.asdict(recipe), "git_commit": git_commit(),
@@ -523,9 +529,8 @@ def record_splits(robot: str, data: str, log) -> None:
         if os.path.isdir(dest) and os.listdir(dest):
             continue
         log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
-        code = cli_main(["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
-                         "--episodes", str(episodes), "--seed", str(seed), "--out", dest,
-                         *RECORD_OPTIONS.get(robot, ()), *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())])
+        code = cli_main([*record_argv(robot), "--episodes", str(episodes), "--seed", str(seed), "--out", dest,
+                         *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())])
         if code:
             raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
 
