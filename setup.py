@@ -30,7 +30,7 @@ setup(
     extras_require={
         "test": ["pytest", "hypothesis"],
         "trajectory": ["daqp>=0.11", "osqp>=1.0", "ruckig>=0.12", "scipy"],
-        "models": ["torch", "transformers>=4.57", "safetensors", "tokenizers"],
+        "models": ["torch", "transformers>=5.24", "safetensors", "tokenizers"],
         "engines": ["onnx>=1.17", "onnxruntime>=1.20"],
         "sim": ["mujoco>=3.2", "gym-aloha", "rosbags", "opencv-python-headless<5"],
     },

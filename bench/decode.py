@@ -26,6 +26,7 @@ primitives are accepted by the schema gate regardless, while DFlash accepts
 few text proposals from an untrained drafter; τ is reported as measured.
 
     python bench/decode.py [--sizes 9m,40m] [--reps 5] [--threads 1] [--json out.json]
+    python bench/decode.py --device cuda --dtype bfloat16 --sizes 9m,40m,2b   (a GPU machine)
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ SIZES = {
                vision_depth=2),
     "40m": dict(hidden=512, layers=12, heads=8, kv_heads=4, head_dim=64, intermediate=1536, vision_hidden=192,
                 vision_depth=2),
+    # the language model of Qwen3-VL-2B (28 layers, width 2048, GQA 16/8, MLP 6144) behind our small vision
+    # tower: the size the seeds' latency runs use; for a GPU (`--device cuda --dtype bfloat16`)
+    "2b": dict(hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128, intermediate=6144, vision_hidden=192,
+               vision_depth=2),
 }
 OUTPUTS = [  # name, start token, block size
     ("box", "<box>", 6),
@@ -80,13 +85,13 @@ def run(args: argparse.Namespace) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     image = (rng.random((args.image_height, args.image_width, 3)) * 255).astype(np.uint8)
     for size in args.sizes.split(","):
-        target = tiny_target("vl", seed=args.seed, **SIZES[size])
+        dtype = getattr(torch, args.dtype)
+        target = tiny_target("vl", seed=args.seed, dtype=dtype, **SIZES[size])
         torch.manual_seed(args.seed)
         drafter = new_drafter(target, width=args.drafter_width, layers=args.drafter_layers, heads=4, kv_heads=2,
                               head_dim=args.drafter_width // 4, intermediate=3 * args.drafter_width)
-        if args.device == "cuda":
-            target.model.cuda()
-            drafter.cuda()
+        target.model.to(args.device)
+        drafter.to(args.device, dtype)
         n_params = num_params(target.model)
         dec = Decoder(target, drafter, DecoderConfig(budget=4096))
         prompt = target.encode_prompt(args.prompt, [image])
@@ -149,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=5, help="timed runs per row (after one warm-up run)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="weights and activations of the target and drafter (bfloat16: GPUs)")
     p.add_argument("--text-tokens", type=int, default=36)
     p.add_argument("--drafter-width", type=int, default=256)
     p.add_argument("--drafter-layers", type=int, default=5)

@@ -107,3 +107,17 @@ def test_adapter_misuse_errors(tokenizer, text_target, vl_target):
     # a text-only prompt on the VL target works (positions are plain sequence indices)
     out = vl_target.prefill(vl_target.encode_prompt("just text"))
     assert out.vision_ms == 0.0 and vl_target._rope_delta == 0
+
+
+def test_a_model_forward_that_ignores_the_cache_is_refused_by_name(text_target, monkeypatch):
+    """A transformers whose forward names the KV cache otherwise (5.17 did) would decode every step without
+    context; the adapter stops at the first forward with the reason instead."""
+    forward = text_target.base.forward
+
+    def ignoring_the_cache(*args, cache=None, **kwargs):
+        return forward(*args, **kwargs)  # the model runs, our cache stays empty
+
+    monkeypatch.setattr(text_target.base, "forward", ignoring_the_cache)
+    ids = torch.tensor(text_target.tokenizer.encode("pick up the cup", add_special_tokens=False))
+    with pytest.raises(PlanningError, match="did not fill the KV cache.*transformers>=5.24"):
+        text_target.prefill(Prompt(ids))

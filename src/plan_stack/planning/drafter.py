@@ -237,7 +237,7 @@ class Drafter(nn.Module):
         """
         ctx = self.context(ctx_features)
         h = self.embed(block_ids)
-        bias = torch.zeros(mask.shape, dtype=h.dtype).masked_fill(~mask, float("-inf"))
+        bias = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill(~mask, float("-inf"))
         for layer in self.layer_stack():
             ck, cv = layer.kv(ctx, ctx_pos)
             h = layer(h, block_pos, ck, cv, bias)

@@ -218,10 +218,22 @@ class TargetAdapter:
             return text[0]  # [1, n]
         return torch.cat([text, (text + self._rope_delta).expand(3, 1, n)], 0)  # [4, 1, n]
 
+    def _check_cache(self, expected: int) -> None:
+        """The forward must have filled our KV cache: a transformers whose model forward names it otherwise
+        ignores `cache=` and every later step would decode without context (seen with 5.17)."""
+        if self.length != expected:
+            import transformers
+
+            raise PlanningError(f"transformers {transformers.__version__}: the model did not fill the KV cache "
+                                f"({self.length} positions, expected {expected}); plan_stack needs "
+                                "transformers>=5.24 (requirements/runtime.txt pins it)")
+
     def _run(self, ids: torch.Tensor, position_ids: torch.Tensor, **extra: Any) -> StepOut:
         dev = self.device
+        expected = self.length + ids.numel()
         out = self.base(input_ids=ids.view(1, -1).to(dev), position_ids=position_ids.to(dev), cache=self.cache,
                         use_cache=True, output_hidden_states=True, **extra)
+        self._check_cache(expected)
         hs = out.hidden_states
         feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)
         last = out.last_hidden_state[0]
@@ -341,6 +353,7 @@ class TargetAdapter:
         position_ids = torch.cat([torch.arange(first, ids.numel()).view(1, 1, -1), pos3[:, :, first:]], 0)
         out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
                         cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
+        self._check_cache(ids.numel())
         hs = out.hidden_states
         feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)  # [n, 5H]
         last = out.last_hidden_state[0]  # [n, H]
