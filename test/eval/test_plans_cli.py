@@ -71,6 +71,22 @@ def test_demos_recorded_like_the_model_data_raise_no_mismatch():
     assert recording_mismatch({}, [SimpleNamespace(camera_size=(320, 240))]) is None  # nothing recorded to compare
 
 
+def test_demos_annotated_at_another_keyframe_period_are_named():
+    from types import SimpleNamespace
+
+    from plan_stack.eval.plans_cli import recording_mismatch
+
+    def kfs(period):
+        return [SimpleNamespace(camera_size=(224, 224), episode=e, t_s=i * period) for e in "ab" for i in range(5)]
+
+    manifest = {"data": {"recorded_with": "plan-stack record-demos --robot drive --width 224 --height 224 "
+                                          "--camera-rate 2 --keyframe-period 0.5"}}
+    assert recording_mismatch(manifest, kfs(0.5)) is None
+    got = recording_mismatch(manifest, kfs(1.0))
+    assert "annotated every 1 s, the model's data every 0.5 s" in got and "--keyframe-period 0.5" in got
+    assert recording_mismatch({"data": {"recorded_with": "--width 224 --height 224"}}, kfs(1.0)) is None
+
+
 @pytest.mark.parametrize("robot", ["franka", "drive"])
 def test_shipped_franka_and_drive_models_give_valid_plans(robot, tmp_path):
     from plan_stack.data.episodes import ROBOTS

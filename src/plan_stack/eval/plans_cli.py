@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import re
+import statistics
 import sys
 
 from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
@@ -36,19 +37,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def recording_mismatch(manifest: dict, keyframes) -> str | None:
-    """Why these demos are not comparable with the model's data (another camera size: the image the
-    planner sees is rescaled differently, measured to halve ALOHA's box IoU), or None."""
+    """Why these demos are not comparable with the model's data, or None: another camera size (the image the
+    planner sees is rescaled differently, measured to halve ALOHA's box IoU), or, where the model's data
+    names its keyframe period, another period (the blind baseline is indexed by keyframe number)."""
     recorded_with = str(manifest.get("data", {}).get("recorded_with", ""))
+    problems = []
     m = re.search(r"--width (\d+) --height (\d+)", recorded_with)
-    if m is None:
+    if m is not None:
+        want = (int(m[1]), int(m[2]))
+        got = sorted({tuple(kf.camera_size) for kf in keyframes})
+        if got != [want]:
+            sizes = ", ".join(f"{w}x{h}" for w, h in got)
+            problems.append(f"demos recorded at {sizes} px, the model's data at {want[0]}x{want[1]}")
+    m = re.search(r"--keyframe-period ([0-9.]+)", recorded_with)
+    period = _keyframe_period(keyframes)
+    if m is not None and period is not None and abs(period - float(m[1])) > 1e-3:
+        problems.append(f"demos annotated every {period:g} s, the model's data every {float(m[1]):g} s")
+    if not problems:
         return None
-    want = (int(m[1]), int(m[2]))
-    got = sorted({tuple(kf.camera_size) for kf in keyframes})
-    if got == [want]:
-        return None
-    sizes = ", ".join(f"{w}x{h}" for w, h in got)
-    return (f"demos recorded at {sizes} px, the model's data at {want[0]}x{want[1]}: accuracy is not comparable "
-            f"with its training and held-out figures; record with `{recorded_with}`")
+    return (f"{'; '.join(problems)}: accuracy is not comparable with its training and held-out figures; "
+            f"record with `{recorded_with}`")
+
+
+def _keyframe_period(keyframes) -> float | None:
+    """The median time between consecutive keyframes of an episode (None: no episode has two)."""
+    times: dict[str, list[float]] = {}
+    for kf in keyframes:
+        if hasattr(kf, "t_s"):
+            times.setdefault(kf.episode, []).append(kf.t_s)
+    gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+    return float(statistics.median(gaps)) if gaps else None
 
 
 def run(args: argparse.Namespace) -> int:
