@@ -162,9 +162,11 @@ def test_franka_pick_only_records_the_approach_until_the_grasp_closes(tmp_path):
     assert cli_main(["record-demos", "--robot", "drive", "--pick-only", "--out", str(tmp_path / "x")]) == 2
 
 
-def test_perturb_is_an_aloha_transfer_cube_option(tmp_path, capsys):
+def test_perturb_is_an_aloha_transfer_cube_and_drive_option(tmp_path, capsys):
     assert cli_main(["record-demos", "--robot", "franka", "--perturb", "0.1", "--out", str(tmp_path)]) == 2
+    assert "--robot aloha/drive only" in capsys.readouterr().err
     assert cli_main(["record-demos", "--perturb", "-0.1", "--out", str(tmp_path)]) == 2
+    assert cli_main(["record-demos", "--robot", "drive", "--perturb", "-0.1", "--out", str(tmp_path)]) == 2
     assert cli_main(["record-demos", "--task", "insertion", "--perturb", "0.1", "--width", "32", "--height", "32",
                      "--out", str(tmp_path)]) == 2
     assert "insertion" in capsys.readouterr().err

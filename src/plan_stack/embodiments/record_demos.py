@@ -44,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drive only: recorded sim seconds per episode (default 30)")
     parser.add_argument("--horizon", type=float, default=None, help="drive only: time the waypoints span, s (default 4)")
     parser.add_argument("--perturb", type=float, default=None, metavar="STD",
-                        help="aloha transfer_cube only: recovery pushes of this std (rad) injected into the "
-                             "expert's commands, paths annotated as the arm recovers (default 0: none)")
+                        help="aloha transfer_cube and drive only: recovery pushes of this std (rad) injected "
+                             "into the expert's commands (drive: its steering), paths annotated as the expert "
+                             "recovers (default 0: none)")
     parser.add_argument("--miss", type=float, default=None, metavar="M",
                         help="franka only: recovery demonstrations whose first grasp closes M to 1.5 M metres "
                              "beside the cube; the expert reopens and picks it (default 0: none)")

@@ -127,7 +127,7 @@ ROBOTS: dict[str, Robot] = {r.name: r for r in (
     Robot("drive", ("drive",), sim="sim:DriveSim", expert="expert:demonstrate",
           record_options="recording:DriveRecordOptions", bridge_config="bridge:DriveBridgeConfig",
           bridge_limits=None, bridge_executable="drive_bridge", sim_executable="drive_sim",
-          recorder_only_options=("duration", "horizon"),
+          recorder_only_options=("duration", "horizon", "perturb"),
           success_means="without collision or road departure",
           success_criterion="safe_driving", episode_time_limit_s=61.0, latency_camera="front"),
 )}

@@ -36,7 +36,7 @@ from plan_stack.engines.device import EngineError, add_device_arguments, placeme
 SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "aloha": {"train": (0, 165), "val": (200000, 40), "heldout": (100000, 40), "recovery": (400000, 120)},
     "franka": {"train": (0, 200), "val": (200000, 20), "heldout": (100000, 20), "pick": (500000, 1000)},
-    "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20)},
+    "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20), "recovery": (400000, 80)},
 }
 #: splits the planner (target and drafter; the action heads only where the recipe's `head_extra_splits`
 #: names them) trains on besides `train` -> the extra record-demos options they are recorded with.
@@ -49,6 +49,12 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
     # target, trained on 200 positions, placed its first plan 5 cm (median 4 cm) from the cube on held-out
     # seeds, and its cube box 7 px off at 224, while the localisation loss fitted the training cubes to 2.4 px
     "franka": {"pick": ("--pick-only",)},
+    # driving `recovery`: steering pushes (std 0.1 rad: the car leaves its lane centre by up to ~1 m and turns
+    # by up to ~0.15 rad), keyframes labelled by the expert's own path back from there
+    # (`drive.recording.expert_path`); without it the planner, which saw the car only on the lane centre,
+    # kept the few-mrad heading error it could not see and drifted 0.3-1 m off-centre in 13-16 s, then left
+    # the road or met an obstacle on the lane line (docs/closed_loop.md)
+    "drive": {"recovery": ("--perturb", "0.1")},
 }
 #: record-demos options of every split of a robot (beside the common image size and camera rate).
 #: Driving: a keyframe every 0.5 s (default 1 s): the lane changes the planner must learn are short, and
@@ -138,6 +144,9 @@ RECIPES: dict[str, Recipe] = {
     # step a plausible length, and drive_bridge refused the kink from the same picture again and again. With
     # 1,500 steps such drafts are rarer but still reach the bridge: validation drives without the bound had
     # 6 plans refused and drove 97-143 m, with it 1 and 143-200 m (docs/closed_loop.md)
+    # target and drafter on train + `recovery` (`PLANNER_EXTRA_SPLITS`): through the graph the car drove
+    # further (validation median 25.2 s against 23.4, held-out 27.7 against 21.3) while held-out plans on the
+    # lane centre got slightly worse (AR 14.2 cm against 13.5, VFlash 15.0 against 11.2; docs/models.md)
     "drive": Recipe(target_steps=2400, eval_every=400, drafter_steps=1500, vision_patch=8,
                     target_locate_weight=100.0, locate="largest", gate_step_change_factor=1.5),
 }

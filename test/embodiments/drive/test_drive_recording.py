@@ -2,6 +2,7 @@
 ego frame and project onto the road in the recorded front images."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -54,3 +55,61 @@ def test_bag_and_annotation(episode):
             assert abs(r - b) < 30 and g < r + 25, (t, uv, (r, g, b))  # asphalt or lane paint, not grass or sky
             on_road += 1
     assert on_road >= 10
+
+
+def _odometry(out, stem):
+    msgs = read_bag(out / stem)["/odom"]
+    t = np.array([t for t, _ in msgs])
+    poses = np.array([[m.pose.pose.position.x, m.pose.pose.position.y,
+                       2 * math.atan2(m.pose.pose.orientation.z, m.pose.pose.orientation.w)] for _, m in msgs])
+    return t, poses
+
+
+def test_recovery_pushes_are_seeded_bounded_in_time_and_refuse_a_bad_std():
+    from plan_stack.embodiments.drive.recording import PUSH_FIRST_S, push_offset, recovery_pushes
+
+    a, b = recovery_pushes(7, 30.0, 0.1), recovery_pushes(7, 30.0, 0.1)
+    assert a == b and a != recovery_pushes(8, 30.0, 0.1)
+    assert a[0].onset_s == PUSH_FIRST_S and all(p.onset_s < 30.0 for p in a) and len(a) >= 4
+    p = a[0]
+    assert push_offset(a, p.onset_s - 1e-3) == 0.0
+    assert push_offset(a, p.onset_s + p.hold_s / 2) == pytest.approx(p.offset_rad)
+    for bad in (0.0, -0.1, float("nan")):
+        with pytest.raises(ValueError):
+            recovery_pushes(7, 30.0, bad)
+    with pytest.raises(ValueError, match="perturbation"):
+        DriveRecordOptions(perturbation=-1.0)
+
+
+def test_recovery_demonstration_labels_the_experts_path_without_the_pushes(tmp_path):
+    """Pushes move the car off the path it drives unpushed; a keyframe with no push in its horizon is
+    labelled by the path the car then drove (the rollout is the recording loop, step for step), one with a
+    push ahead by the expert's own path, which the pushed car did not drive."""
+    from plan_stack.embodiments.drive.recording import push_offset
+
+    opts = DriveRecordOptions(width=48, height=36, duration_s=14.0, camera_rate_hz=1.0, keyframe_period_s=0.5)
+    plain = record_episode(2, tmp_path / "plain", opts)
+    pushed = record_episode(2, tmp_path / "pushed", dataclasses.replace(opts, perturbation=0.15))
+    assert "perturbation" not in plain and pushed["perturbation"]["std_rad"] == 0.15
+    pushes = [p for p in pushed["perturbation"]["pushes"]]
+    assert len(pushes) >= 2 and pushed["success"]
+    t_plain, p_plain = _odometry(tmp_path / "plain", "drive_0002")
+    t_push, p_push = _odometry(tmp_path / "pushed", "drive_0002")
+    # the pushes moved the car sideways (compared at the same distance along the road)
+    assert np.abs(p_push[:, 1] - np.interp(p_push[:, 0], p_plain[:, 0], p_plain[:, 1])).max() > 0.15
+    from plan_stack.embodiments.drive.recording import SteeringPush
+
+    windows = [SteeringPush(p["onset_s"], p["hold_s"], p["offset_rad"]) for p in pushes]
+    quiet = differ = 0
+    for kf in pushed["keyframes"]:
+        t = kf["t_s"]
+        if t + pushed["horizon_s"] > t_push[-1]:
+            continue
+        driven = ego_waypoints(t_push, p_push, t, pushed["waypoints"], pushed["horizon_s"])[:, :2]
+        ahead = np.linspace(t, t + pushed["horizon_s"], 400)
+        if not any(push_offset(windows, s) for s in ahead):
+            assert np.allclose(np.array(kf["xy"]), driven, atol=0.05), t
+            quiet += 1
+        elif np.abs(np.array(kf["xy"]) - driven).max() > 0.1:
+            differ += 1
+    assert quiet >= 2 and differ >= 3, (quiet, differ)

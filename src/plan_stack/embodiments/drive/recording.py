@@ -16,9 +16,19 @@ time over `horizon_s` (t_i = i·horizon/P, the `drive_3d` convention), in the
 ego frame at the keyframe (x forward, y left, z = 0 on the road), their
 projection into the front camera (`uv`, None when outside the image or
 behind the camera), and the boxes of the obstacles in view.
+
+Recovery demonstrations (`perturbation` > 0): steering pushes
+(`recovery_pushes`) are added to the follower's command, so the car leaves
+its lane centre and its heading turns; the expert replans from wherever the
+car is and brings it back. A keyframe's waypoints are then the path the
+expert drives on from that state *without* pushes (`expert_path`, a rollout
+of the same expert, follower and vehicle model): the driven path would hold
+the pushes still to come, which no image shows. Without pushes both are the
+same path (a test checks it).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -34,9 +44,10 @@ from plan_stack.embodiments.drive.expert import DriverConfig, ScriptedDriver
 from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit
 from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, FrontCamera
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig, Status, convert_waypoints
-from plan_stack.embodiments.drive.vehicle import VehicleParams
+from plan_stack.embodiments.drive.vehicle import VehicleParams, step
 
-__all__ = ["FORMAT", "INSTRUCTION", "DriveRecordOptions", "record_episode", "TOPICS", "ego_waypoints"]
+__all__ = ["FORMAT", "INSTRUCTION", "DriveRecordOptions", "record_episode", "TOPICS", "ego_waypoints",
+           "SteeringPush", "recovery_pushes", "push_offset", "expert_path"]
 
 FORMAT = "plan_stack.drive_annotation/1"
 INSTRUCTION = "drive along the road, keep in lane and avoid the obstacles"
@@ -55,6 +66,8 @@ class DriveRecordOptions:
     keyframe_period_s: float = 1.0
     waypoints: int = 8
     horizon_s: float = 4.0
+    #: std (rad) of the steering pushes of a recovery demonstration (0: none)
+    perturbation: float = 0.0
 
     def __post_init__(self) -> None:
         check_image_size(self.width, self.height)
@@ -63,6 +76,71 @@ class DriveRecordOptions:
             raise ValueError("duration_s/rates/keyframe_period_s/horizon_s: must be positive")
         if self.waypoints < 1:
             raise ValueError(f"waypoints: at least 1, got {self.waypoints}")
+        if not math.isfinite(self.perturbation) or self.perturbation < 0:
+            raise ValueError(f"perturbation: a finite std >= 0 in rad, got {self.perturbation}")
+
+
+#: recovery pushes: the first starts after PUSH_FIRST_S (the car is up to speed), then one every PUSH_GAP_S
+#: (uniform [min, max], onset to onset), each a half-sine steering offset lasting PUSH_HOLD_S (uniform).
+#: Measured on the shipped driving model in closed loop: the car drifted 0.3-1 m off its lane centre with a
+#: heading error of a few mrad before it failed (docs/closed_loop.md); pushes of 0.03-0.06 rad for ~1 s at
+#: 8 m/s move it 0.2-1 m and turn it by up to ~0.1 rad, which the expert takes 2-3 s to undo.
+PUSH_FIRST_S = 3.0
+PUSH_GAP_S = (4.0, 7.0)
+PUSH_HOLD_S = (0.6, 1.4)
+
+
+@dataclasses.dataclass(frozen=True)
+class SteeringPush:
+    onset_s: float
+    hold_s: float
+    offset_rad: float  # the half-sine's peak, added to the front-wheel angle command
+
+
+def recovery_pushes(seed: int, duration_s: float, std_rad: float) -> list[SteeringPush]:
+    """The seeded steering pushes of a recovery demonstration of `duration_s` (DART-style noise injected
+    into the expert's driving; the expert is not told and recovers by replanning)."""
+    if not math.isfinite(std_rad) or std_rad <= 0:
+        raise ValueError(f"std_rad: a positive finite std in rad, got {std_rad}")
+    rng = np.random.default_rng([seed, 0xD21E])
+    pushes, onset = [], PUSH_FIRST_S
+    while onset < duration_s:
+        pushes.append(SteeringPush(onset, float(rng.uniform(*PUSH_HOLD_S)), float(rng.normal(0.0, std_rad))))
+        onset += float(rng.uniform(*PUSH_GAP_S))
+    return pushes
+
+
+def push_offset(pushes: list[SteeringPush], t_s: float) -> float:
+    """The steering offset (rad) the pushes add at `t_s`."""
+    return sum(p.offset_rad * math.sin(math.pi * (t_s - p.onset_s) / p.hold_s)
+               for p in pushes if p.onset_s <= t_s < p.onset_s + p.hold_s)
+
+
+def expert_path(sim: DriveSim, expert: ScriptedDriver, follower: PurePursuit, limits: DriveTrajectoryConfig,
+                step_index: int, plan_every: int, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Times [T] and poses [T, 3] (x, y, yaw) of the expert driving on from the simulator's present state for
+    `horizon_s` (and one step more) with no push: copies of the expert, follower and vehicle state, stepped
+    by the vehicle model exactly as the recording loop steps them (replanning every `plan_every` steps,
+    counted from `step_index`, the loop's present step, already planned). Obstacles are ignored: a label is
+    a path, and the recording ends at a collision anyway."""
+    state, expert, follower = copy.deepcopy(sim.state), copy.deepcopy(expert), copy.deepcopy(follower)
+    t, dt, k = sim.time_s, sim.timestep_s, step_index
+    times, poses = [t], [(state.x, state.y, state.yaw)]
+    while t < sim.time_s + horizon_s + dt:
+        cmd = follower.command(state, t)
+        step(state, sim.vehicle, cmd.accel_mps2, cmd.steer_rad, dt)
+        t += dt
+        k += 1
+        if k % plan_every == 0:
+            conv = convert_waypoints(expert.plan(state.x, state.y, state.yaw, sim.obstacles), 0.0, sim.vehicle,
+                                     limits, v0=state.v)
+            if conv.status is not Status.REJECTED and conv.trajectory is not None:
+                follower.set_trajectory(conv.trajectory.transformed(state.x, state.y, state.yaw, "odom"), t)
+        times.append(t)
+        poses.append((state.x, state.y, state.yaw))
+    out = np.array(poses)
+    out[:, 2] = np.unwrap(out[:, 2])
+    return np.array(times), out
 
 
 def ego_waypoints(times_s: np.ndarray, poses: np.ndarray, t_s: float, count: int, horizon_s: float) -> np.ndarray:
@@ -86,7 +164,8 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                    scene: DriveSceneConfig | None = None, vehicle: VehicleParams | None = None,
                    driver: DriverConfig | None = None) -> dict:
     """Drive the scripted expert for `options.duration_s` (+ the annotation horizon), write `drive_<seed>/`
-    (rosbag2 folder) and `drive_<seed>.json`. Returns the annotation dict."""
+    (rosbag2 folder) and `drive_<seed>.json`. Returns the annotation dict. With `options.perturbation`,
+    a recovery demonstration: pushes added to the steering, keyframes labelled by `expert_path`."""
     scene, vehicle, driver = scene or DriveSceneConfig(), vehicle or VehicleParams(), driver or DriverConfig()
     stem = f"drive_{seed:04d}"
     bag_path = new_bag_path(out_dir, stem)
@@ -102,7 +181,9 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     plan_every = every_steps(sim.timestep_s, period_s=driver.replan_s)
     obstacle_geoms = {f"obstacle_{i}": sim.model.geom(f"obstacle_{i}").id for i in range(len(sim.obstacles))}
     end_s = options.duration_s + options.horizon_s  # drive on so the last keyframe has a full future
+    pushes = recovery_pushes(seed, options.duration_s, options.perturbation) if options.perturbation else []
     times, poses, keys = [], [], []
+    unpushed: list[tuple[np.ndarray, np.ndarray]] = []  # per keyframe, with pushes: the expert's own path
     try:
         writer.write("/instruction", 0.0, writer.string(INSTRUCTION))
         pose_array = T["geometry_msgs/msg/PoseArray"](header=writer.header(0.0, "odom"), poses=[
@@ -130,8 +211,10 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                     seg = camera.segmentation()
                     boxes = {n: box_from_mask(seg == g) for n, g in obstacle_geoms.items()}
                     keys.append((t, sim.camera_pose(), {n: b for n, b in boxes.items() if b is not None}))
+                    if pushes:
+                        unpushed.append(expert_path(sim, expert, follower, limits, k, plan_every, options.horizon_s))
             cmd = follower.command(sim.state, sim.time_s)
-            sim.step(cmd.accel_mps2, cmd.steer_rad)
+            sim.step(cmd.accel_mps2, cmd.steer_rad + push_offset(pushes, t))
             k += 1
         success = sim.collided_with is None and not sim.left_road
     finally:
@@ -140,8 +223,9 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     times_a, poses_a = np.array(times), np.array(poses)
     poses_a[:, 2] = np.unwrap(poses_a[:, 2])
     frames: list[dict[str, Any]] = []
-    for t, cam_pose, key_boxes in keys:
-        ego = ego_waypoints(times_a, poses_a, t, options.waypoints, options.horizon_s)
+    for i, (t, cam_pose, key_boxes) in enumerate(keys):
+        label_t, label_poses = unpushed[i] if pushes else (times_a, poses_a)
+        ego = ego_waypoints(label_t, label_poses, t, options.waypoints, options.horizon_s)
         x0, y0, yaw0 = (float(np.interp(t, times_a, poses_a[:, j])) for j in range(3))
         world = sim.ego_to_world(ego, (x0, y0, yaw0))
         uv, inside = project_points(world_to_camera(world, cam_pose), camera.model)
@@ -158,6 +242,10 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                    "ego_position": list(scene.camera_position_m), "pitch_rad": scene.camera_pitch_rad},
         "waypoints": int(options.waypoints), "horizon_s": options.horizon_s, "keyframes": frames,
     }
+    if pushes:
+        annotation["perturbation"] = {"std_rad": options.perturbation, "labels": "expert path without pushes",
+                                      "pushes": [{"onset_s": _r(p.onset_s), "hold_s": _r(p.hold_s),
+                                                  "offset_rad": _r(p.offset_rad)} for p in pushes]}
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
 
