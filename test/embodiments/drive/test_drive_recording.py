@@ -85,20 +85,18 @@ def test_recovery_demonstration_labels_the_experts_path_without_the_pushes(tmp_p
     """Pushes move the car off the path it drives unpushed; a keyframe with no push in its horizon is
     labelled by the path the car then drove (the rollout is the recording loop, step for step), one with a
     push ahead by the expert's own path, which the pushed car did not drive."""
-    from plan_stack.embodiments.drive.recording import push_offset
+    from plan_stack.embodiments.drive.recording import SteeringPush, push_offset
 
     opts = DriveRecordOptions(width=48, height=36, duration_s=14.0, camera_rate_hz=1.0, keyframe_period_s=0.5)
     plain = record_episode(2, tmp_path / "plain", opts)
     pushed = record_episode(2, tmp_path / "pushed", dataclasses.replace(opts, perturbation=0.15))
     assert "perturbation" not in plain and pushed["perturbation"]["std_rad"] == 0.15
-    pushes = [p for p in pushed["perturbation"]["pushes"]]
+    pushes = pushed["perturbation"]["pushes"]
     assert len(pushes) >= 2 and pushed["success"]
     t_plain, p_plain = _odometry(tmp_path / "plain", "drive_0002")
     t_push, p_push = _odometry(tmp_path / "pushed", "drive_0002")
     # the pushes moved the car sideways (compared at the same distance along the road)
     assert np.abs(p_push[:, 1] - np.interp(p_push[:, 0], p_plain[:, 0], p_plain[:, 1])).max() > 0.15
-    from plan_stack.embodiments.drive.recording import SteeringPush
-
     windows = [SteeringPush(p["onset_s"], p["hold_s"], p["offset_rad"]) for p in pushes]
     quiet = differ = 0
     for kf in pushed["keyframes"]:
