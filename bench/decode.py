@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows: list[dict] = []
     rng = np.random.default_rng(args.seed)
     image = (rng.random((args.image_height, args.image_width, 3)) * 255).astype(np.uint8)
+    dtype = getattr(torch, args.dtype)
     for size in args.sizes.split(","):
-        dtype = getattr(torch, args.dtype)
         target = tiny_target("vl", seed=args.seed, dtype=dtype, **SIZES[size])
         torch.manual_seed(args.seed)
         drafter = new_drafter(target, width=args.drafter_width, layers=args.drafter_layers, heads=4, kv_heads=2,

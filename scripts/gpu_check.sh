@@ -24,9 +24,9 @@ fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 packs="${PACKS:-.gpu}"; limit=(); [ -n "${EPISODES:-}" ] && limit=(--episodes "$EPISODES")
 step() {  # step NAME SECONDS COMMAND...: output to $out/NAME.txt and the console
-  local name=$1 limit=$2; shift 2
-  echo "=== $name ($(date +%T), limit ${limit}s)"
-  timeout "$limit" "$@" > "$out/$name.txt" 2>&1; local rc=$?
+  local name=$1 seconds=$2; shift 2
+  echo "=== $name ($(date +%T), limit ${seconds}s)"
+  timeout "$seconds" "$@" > "$out/$name.txt" 2>&1; local rc=$?
   tail -n 25 "$out/$name.txt"; echo "=== $name rc=$rc"
 }
 step env 60 bash -c "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; $PY -c \

@@ -42,8 +42,8 @@ def evaluate(pack_path: str, rest: list[str]) -> int:
     def load_keyframes(path, spec, image_size, limit=None, **_):
         if tuple(image_size) != tuple(pack["image_size"]):
             raise ValueError(f"{pack_path}: keyframes at {pack['image_size']}, the model needs {image_size}")
-        seeds = sorted({kf.seed for kf in pack["keyframes"]})[:limit]
-        return [kf for kf in pack["keyframes"] if kf.seed in set(seeds)]
+        seeds = set(sorted({kf.seed for kf in pack["keyframes"]})[:limit])
+        return [kf for kf in pack["keyframes"] if kf.seed in seeds]
 
     episodes.load_keyframes = load_keyframes  # eval-plans imports it when it runs
     episodes.data_fingerprint = lambda dirs: pack["fingerprint"]

@@ -64,11 +64,13 @@ def test_demos_recorded_like_the_model_data_raise_no_mismatch():
 
     from plan_stack.eval.plans_cli import recording_mismatch
 
+    def kf(size, t_s=0.0):
+        return SimpleNamespace(camera_size=size, episode="e", t_s=t_s)
+
     manifest = {"data": {"recorded_with": "plan-stack record-demos --robot aloha --width 224 --height 224"}}
-    assert recording_mismatch(manifest, [SimpleNamespace(camera_size=(224, 224))] * 2) is None
-    assert "224x224, 320x240 px" in recording_mismatch(manifest, [SimpleNamespace(camera_size=(224, 224)),
-                                                               SimpleNamespace(camera_size=(320, 240))])
-    assert recording_mismatch({}, [SimpleNamespace(camera_size=(320, 240))]) is None  # nothing recorded to compare
+    assert recording_mismatch(manifest, [kf((224, 224)), kf((224, 224), 0.5)]) is None
+    assert "224x224, 320x240 px" in recording_mismatch(manifest, [kf((224, 224)), kf((320, 240), 0.5)])
+    assert recording_mismatch({}, [kf((320, 240))]) is None  # nothing recorded to compare
 
 
 def test_demos_annotated_at_another_keyframe_period_are_named():

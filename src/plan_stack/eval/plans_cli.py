@@ -63,8 +63,7 @@ def _keyframe_period(keyframes) -> float | None:
     """The median time between consecutive keyframes of an episode (None: no episode has two)."""
     times: dict[str, list[float]] = {}
     for kf in keyframes:
-        if hasattr(kf, "t_s"):
-            times.setdefault(kf.episode, []).append(kf.t_s)
+        times.setdefault(kf.episode, []).append(kf.t_s)
     gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
     return float(statistics.median(gaps)) if gaps else None
 

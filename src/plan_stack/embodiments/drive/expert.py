@@ -23,7 +23,7 @@ from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, Obstacl
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig, Status, convert_waypoints
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 
-__all__ = ["DriverConfig", "ScriptedDriver", "DriveEpisode", "run_episode", "demonstrate"]
+__all__ = ["DriverConfig", "ScriptedDriver", "DriveEpisode", "follow_waypoints", "run_episode", "demonstrate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,17 @@ class ScriptedDriver:
         return np.stack([c * dx + s * dy, -s * dx + c * dy, np.zeros_like(xs)], axis=1)
 
 
+def follow_waypoints(follower: PurePursuit, waypoints: np.ndarray, state, vehicle: VehicleParams,
+                     limits: DriveTrajectoryConfig, now_s: float) -> bool:
+    """Hand ego-frame `waypoints` planned at `state` to the follower through the bridge's conversion; False
+    when the conversion rejects them (the follower keeps the trajectory it had)."""
+    conv = convert_waypoints(waypoints, 0.0, vehicle, limits, v0=state.v)
+    if conv.status is Status.REJECTED or conv.trajectory is None:  # a trajectory unless rejected
+        return False
+    follower.set_trajectory(conv.trajectory.transformed(state.x, state.y, state.yaw, "odom"), now_s)
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class DriveEpisode:
     success: bool
@@ -99,11 +110,8 @@ def run_episode(seed: int, duration_s: float = 60.0, scene: DriveSceneConfig | N
             pts = expert.plan(st.x, st.y, st.yaw, sim.obstacles)
             if on_plan is not None:
                 on_plan(sim, pts)
-            conv = convert_waypoints(pts, 0.0, vehicle, limits, v0=st.v)
-            if conv.status is Status.REJECTED or conv.trajectory is None:  # a trajectory unless rejected
+            if not follow_waypoints(follower, pts, st, vehicle, limits, sim.time_s):
                 rejected += 1
-            else:
-                follower.set_trajectory(conv.trajectory.transformed(st.x, st.y, st.yaw, "odom"), sim.time_s)
             next_plan += driver.replan_s
         cmd = follower.command(sim.state, sim.time_s)
         sim.step(cmd.accel_mps2, cmd.steer_rad)
