@@ -49,11 +49,11 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
     # target, trained on 200 positions, placed its first plan 5 cm (median 4 cm) from the cube on held-out
     # seeds, and its cube box 7 px off at 224, while the localisation loss fitted the training cubes to 2.4 px
     "franka": {"pick": ("--pick-only",)},
-    # driving `recovery`: steering pushes (std 0.1 rad: the car leaves its lane centre by up to ~1 m and turns
-    # by up to ~0.15 rad), keyframes labelled by the expert's own path back from there
-    # (`drive.recording.expert_path`); without it the planner, which saw the car only on the lane centre,
-    # kept the few-mrad heading error it could not see and drifted 0.3-1 m off-centre in 13-16 s, then left
-    # the road or met an obstacle on the lane line (docs/closed_loop.md)
+    # driving `recovery`: steering pushes (std 0.1 rad, between the measured 0.08 and 0.12 that moved the car
+    # at most 0.2-0.75 and 0.4-1.2 m off its unpushed path; `drive.recording`), keyframes labelled by the
+    # expert's own path back from there (`drive.recording.expert_path`); without it the planner, which saw
+    # the car only on the lane centre, kept the few-mrad heading error it could not see and drifted 0.3-1 m
+    # off-centre in 13-16 s, then left the road or met an obstacle on the lane line (docs/closed_loop.md)
     "drive": {"recovery": ("--perturb", "0.1")},
 }
 #: record-demos options of every split of a robot (beside the common image size and camera rate).
