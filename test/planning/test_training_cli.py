@@ -5,7 +5,14 @@ import numpy as np
 import pytest
 
 from plan_stack.data.episodes import ROBOTS, Keyframe
-from plan_stack.planning.training_cli import PLANNER_EXTRA_SPLITS, RECIPES, SPLITS, gate_bound, true_steps
+from plan_stack.planning.training_cli import (
+    ONPOLICY_ROUNDS,
+    PLANNER_EXTRA_SPLITS,
+    RECIPES,
+    SPLITS,
+    gate_bound,
+    true_steps,
+)
 
 #: eval-head's tuning seeds (docs/closed_loop.md): never trained on either
 TUNING_SEEDS = set(range(300000, 300030))
@@ -15,7 +22,8 @@ TUNING_SEEDS = set(range(300000, 300030))
 def test_splits_are_disjoint_seed_ranges_for_every_trainable_robot(robot):
     assert robot in ROBOTS and robot in RECIPES
     splits = SPLITS[robot]
-    assert set(splits) == {"train", "val", "heldout", *PLANNER_EXTRA_SPLITS.get(robot, {})}
+    rounds = [ONPOLICY_ROUNDS[robot][0]] if robot in ONPOLICY_ROUNDS else []
+    assert set(splits) == {"train", "val", "heldout", *PLANNER_EXTRA_SPLITS.get(robot, {}), *rounds}
     seeds = {name: set(range(first, first + n)) for name, (first, n) in splits.items()}
     assert all(len(s) > 0 for s in seeds.values())
     names = sorted(seeds)
@@ -32,8 +40,10 @@ def test_extra_planner_splits_record_with_options_record_demos_takes(tmp_path):
         for split, options in extra.items():
             assert split in SPLITS[robot]
             # the options parse for that robot (one tiny episode, nothing else)
+            short = ["--duration", "1"] if robot == "drive" else []  # the last --duration given wins
             assert main(["record-demos", "--robot", robot, "--episodes", "1", "--width", "32", "--height", "32",
-                         "--seed", str(SPLITS[robot][split][0]), "--out", str(tmp_path / split), *options]) == 0
+                         "--seed", str(SPLITS[robot][split][0]), "--out", str(tmp_path / split), *options,
+                         *short]) == 0
 
 
 def test_train_refuses_a_data_set_without_the_extra_planner_splits(tmp_path, capsys):
@@ -141,6 +151,86 @@ def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkey
     (tmp_path / "val").mkdir()
     (tmp_path / "val" / "drive_200000.json").write_text("{}")  # a recorded split is kept
     record_splits("drive", str(tmp_path), lambda msg: None)
-    assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in SPLITS["drive"] if s != "val"]
+    # the on-policy split is the on-policy stage's: it needs the model the target and drafter stages write
+    assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in SPLITS["drive"]
+                                                        if s not in ("val", "onpolicy")]
     for argv in calls:  # driving keyframes every 0.5 s in every split, train and held-out alike
         assert argv[argv.index("--keyframe-period") + 1] == "0.5"
+
+
+def test_init_from_refuses_another_robots_model(tmp_path, capsys):
+    from plan_stack.cli import main
+
+    assert main(["train", "--robot", "aloha", "--data", str(tmp_path), "--work", str(tmp_path / "w"),
+                 "--out", str(tmp_path / "m"), "--init-from", "drive"]) == 2
+    assert "a drive model" in capsys.readouterr().err
+
+
+def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
+    """`--init-from`: the target and drafter start from the model directory, its coordinate ranges stay
+    (labels beyond them are clipped and counted), and the manifest says where it came from."""
+    import json
+
+    from plan_stack.cli import main
+    from plan_stack.embodiments.drive.policy import PlannerDriver
+    from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
+    from plan_stack.paths import find_data
+    from plan_stack.planning.model_dir import load_planner_model
+
+    opts = DriveRecordOptions(width=112, height=112, duration_s=2.0, camera_rate_hz=2.0, keyframe_period_s=0.5)
+    policy = PlannerDriver("drive")
+    for split, (seed, _) in SPLITS["drive"].items():
+        if split != "heldout":
+            record_episode(seed, tmp_path / "data" / split, opts, policy=policy if split == "onpolicy" else None)
+    shipped = find_data("models", "drive")
+    out = tmp_path / "model"
+    assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"),
+                 "--out", str(out), "--init-from", "drive", "--target-steps", "2", "--drafter-steps", "2",
+                 "--stages", "target,drafter", "--extra-split", "onpolicy"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    before = json.loads((shipped / "manifest.json").read_text())
+    assert manifest["coordinate_ranges"] == before["coordinate_ranges"]
+    assert manifest["initialised_from"]["model_dir"] == str(shipped)
+    assert manifest["data"]["planner_trains_on"] == ["train", *PLANNER_EXTRA_SPLITS["drive"], "onpolicy"]
+    assert manifest["recipe"]["target_locate_weight"] == 0.0 and manifest["target_training"]["steps"] == 2
+    tuned, start = load_planner_model(out), load_planner_model(shipped)
+    a = dict(tuned.target.model.named_parameters())
+    start_params = dict(start.target.model.named_parameters())
+    assert set(start_params) == set(a)
+    moved = [float((start_params[n] - a[n]).abs().max()) for n in a]
+    # trained (two AdamW steps) from the shipped weights, not from a fresh init
+    assert max(moved) > 0 and max(moved) < 0.05, max(moved)
+    assert tuned.drafter is not None
+
+
+def test_the_onpolicy_round_records_with_the_fresh_model_and_fine_tunes_it(tmp_path, monkeypatch):
+    """Stages target,drafter,onpolicy (tiny steps, one short drive per split): the round keeps the first
+    model, records its split driven by it, and writes the fine-tuned model in its place."""
+    import dataclasses
+    import json
+
+    import plan_stack.planning.training_cli as TC
+    from plan_stack.cli import main
+    from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
+
+    monkeypatch.setitem(TC.RECIPES, "drive", dataclasses.replace(
+        TC.RECIPES["drive"], onpolicy_target_steps=2, onpolicy_drafter_steps=2, val_keyframes=2))
+    monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy", (600000, 1))
+    monkeypatch.setitem(TC.ONPOLICY_ROUNDS, "drive", ("onpolicy", ("--duration", "1")))
+    opts = DriveRecordOptions(width=112, height=112, duration_s=1.0, camera_rate_hz=2.0, keyframe_period_s=0.5)
+    for split in ("train", "val", "recovery"):
+        record_episode(SPLITS["drive"][split][0], tmp_path / "data" / split, opts)
+    out, work = tmp_path / "model", tmp_path / "work"
+    assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(work),
+                 "--out", str(out), "--target-steps", "2", "--drafter-steps", "2",
+                 "--stages", "target,drafter,onpolicy"]) == 0
+    first = json.loads((work / "before_onpolicy" / "manifest.json").read_text())
+    assert first["data"]["planner_trains_on"] == ["train", "recovery"]
+    recorded = json.loads((tmp_path / "data" / "onpolicy" / "drive_600000.json").read_text())
+    assert recorded["expert_labels"] and recorded["driven_by"]["policy"] == str(work / "before_onpolicy")
+    tuned = json.loads((out / "manifest.json").read_text())
+    assert tuned["data"]["planner_trains_on"] == ["train", "recovery", "onpolicy"]
+    assert tuned["initialised_from"]["model_dir"] == str(work / "before_onpolicy")
+    assert tuned["coordinate_ranges"] == first["coordinate_ranges"]
+    assert "--policy-model" in tuned["data"]["onpolicy_round"]["recorded_with"]
+    assert tuned["target_training"]["steps"] == 2

@@ -229,11 +229,7 @@ def run_episode(opts: EpisodeOptions, progress=None) -> dict:
     full_cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
     stack_cfg = log_dir / f"{stem}_stack.yaml"
     stack_cfg.write_text(yaml.safe_dump(_stack_config(raw, setup.sim), sort_keys=False))
-    if "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ:  # camera frames between processes: see README
-        from plan_stack.paths import find_data
-
-        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(find_data("config", "fastdds_big_shm.xml"))
-    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain), **dds_profiles())
     row: dict[str, Any] = dict(robot=opts.robot, seed=int(opts.seed), gt_plans=bool(opts.gt_plans),
                                decoder=None if opts.gt_plans else (opts.decoder or _planner_decoder(raw)),
                                real_time_factor=opts.real_time_factor,
@@ -606,6 +602,26 @@ class _Monitor:
             import rclpy
 
             rclpy.shutdown(context=self.ctx)
+
+
+#: the Fast DDS profile files run-episodes chose when the user gave none: (graph's, this process's)
+_PROFILES: dict[str, str] = {}
+
+
+def dds_profiles() -> dict[str, str]:
+    """FASTDDS_DEFAULT_PROFILES_FILE for the graph's processes (camera frames between processes, see
+    README: config/fastdds_big_shm.xml) where the user set none; this process gets the same transports
+    without intra-process delivery (config/fastdds_monitor.xml: it shuts a context down every episode, and
+    deleting a writer with intra-process delivery can deadlock in Fast DDS). Set before this process's
+    first participant, when the file is read."""
+    from plan_stack.paths import find_data
+
+    if not _PROFILES:
+        user = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE")
+        _PROFILES["graph"] = user or str(find_data("config", "fastdds_big_shm.xml"))
+        if not user:
+            os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(find_data("config", "fastdds_monitor.xml"))
+    return {"FASTDDS_DEFAULT_PROFILES_FILE": _PROFILES["graph"]}
 
 
 def _bridge_limits(robot: str, raw: dict, bridge: str):

@@ -134,7 +134,8 @@ def _nan_uv(uv: Sequence) -> np.ndarray:
 
 def load_episode_keyframes(annotation_path: str, spec: RobotSpec, image_size: tuple[int, int],
                            successful_only: bool = True) -> list[Keyframe]:
-    """The annotated keyframes of one episode (empty for a failed demonstration when `successful_only`)."""
+    """The annotated keyframes of one episode (empty for a failed demonstration when `successful_only`,
+    unless its labels are the expert's whatever the driven outcome: `expert_labels`, on-policy recording)."""
     from plan_stack.ingest.preprocess import fit
 
     f = annotation_path
@@ -142,7 +143,7 @@ def load_episode_keyframes(annotation_path: str, spec: RobotSpec, image_size: tu
         ann = json.load(fh)
     if ann.get("format") != spec.format:
         raise ValueError(f"{f}: format {ann.get('format')!r} is not {spec.robot}'s {spec.format!r}")
-    if successful_only and not ann.get("success", False):
+    if successful_only and not (ann.get("success", False) or ann.get("expert_labels", False)):
         return []
     bag = os.path.join(os.path.dirname(f), ann["bag"])
     streams = [_bag_images(bag, cam) for cam in spec.cameras]

@@ -22,7 +22,8 @@ from plan_stack.embodiments.registry import ROBOTS, robot_names
 ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.items()}
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
 _ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation", "miss": "miss_m",
-             "pick_only": "pick_only"}
+             "pick_only": "pick_only", "policy_model": "policy_model", "policy_decoder": "policy_decoder",
+             "policy_latency": "policy_latency_s"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="aloha transfer_cube and drive only: recovery pushes of this std (rad) injected "
                              "into the expert's commands (drive: its steering), paths annotated as the expert "
                              "recovers (default 0: none)")
+    parser.add_argument("--policy-model", default=None, metavar="DIR",
+                        help="drive only: on-policy demonstrations (DAgger): this planner model directory (a path "
+                             "or a name under models/) drives through the drive bridge, the expert labels each "
+                             "keyframe with its path from there; the episode ends at the road's edge")
+    parser.add_argument("--policy-decoder", default=None, choices=("ar", "dflash", "vflash"),
+                        help="drive only: the policy's decoder (default vflash)")
+    parser.add_argument("--policy-latency", type=float, default=None, metavar="S",
+                        help="drive only: s from an image to its plan reaching the bridge (default 0.3, the "
+                             "graph's planner latency)")
     parser.add_argument("--miss", type=float, default=None, metavar="M",
                         help="franka only: recovery demonstrations whose first grasp closes M to 1.5 M metres "
                              "beside the cube; the expert reopens and picks it (default 0: none)")
@@ -75,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     foreign = [n for n in _ONLY_SOME if n not in spec.recorder_only_options and getattr(args, n) is not None]
     if foreign:
         owners = [r.name for r in ROBOTS.values() if foreign[0] in r.recorder_only_options]
-        print(f"record-demos: --{'/--'.join(foreign)} apply to --robot {'/'.join(owners)} only", file=sys.stderr)
+        print(f"record-demos: --{'/--'.join(n.replace('_', '-') for n in foreign)} apply to --robot {'/'.join(owners)} only", file=sys.stderr)
         return 2
     if args.episodes < 1:
         print("record-demos: --episodes must be at least 1", file=sys.stderr)

@@ -127,7 +127,8 @@ ROBOTS: dict[str, Robot] = {r.name: r for r in (
     Robot("drive", ("drive",), sim="sim:DriveSim", expert="expert:demonstrate",
           record_options="recording:DriveRecordOptions", bridge_config="bridge:DriveBridgeConfig",
           bridge_limits=None, bridge_executable="drive_bridge", sim_executable="drive_sim",
-          recorder_only_options=("duration", "horizon", "perturb"),
+          recorder_only_options=("duration", "horizon", "perturb", "policy_model", "policy_decoder",
+                                 "policy_latency"),
           success_means="without collision or road departure",
           success_criterion="safe_driving", episode_time_limit_s=61.0, latency_camera="front"),
 )}

@@ -9,7 +9,10 @@ Stages (each resumable, each seeded, each with a tqdm bar):
    (`training_target`), the checkpoint chosen by AR-decoded validation ADE;
    then frozen;
 3. drafter: VFlash training on the frozen target (`training.train`);
-4. the model directory: target/, drafter/, manifest.json, blind_baseline.json.
+4. the model directory: target/, drafter/, manifest.json, blind_baseline.json;
+5. onpolicy (robots in `ONPOLICY_ROUNDS`: driving): one DAgger round, the
+   model just written drives its split, the expert labels, and the model is
+   fine-tuned on every planner split plus that one (`--init-from`).
 
 Action heads on the target's plan features are trained by
 `plan-stack train-action-head --planner DIR` (stage `heads` runs it here).
@@ -36,7 +39,8 @@ from plan_stack.engines.device import EngineError, add_device_arguments, placeme
 SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "aloha": {"train": (0, 165), "val": (200000, 40), "heldout": (100000, 40), "recovery": (400000, 120)},
     "franka": {"train": (0, 200), "val": (200000, 20), "heldout": (100000, 20), "pick": (500000, 1000)},
-    "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20), "recovery": (400000, 80)},
+    "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20), "recovery": (400000, 80),
+              "onpolicy": (600000, 60)},
 }
 #: splits the planner (target and drafter; the action heads only where the recipe's `head_extra_splits`
 #: names them) trains on besides `train` -> the extra record-demos options they are recorded with.
@@ -56,6 +60,13 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
     # off-centre in 13-16 s, then left the road or met an obstacle on the lane line (docs/closed_loop.md)
     "drive": {"recovery": ("--perturb", "0.1")},
 }
+#: robot -> (split, its extra record-demos options) of the on-policy round (stage `onpolicy`, DAgger): the
+#: model the target and drafter stages wrote drives that split's seeds (`record-demos --policy-model`), the
+#: expert labels each keyframe with its path from where the car is, and the model is fine-tuned on every
+#: planner split plus this one (`--init-from`). Driving: the pushes of `recovery` moved the car, but not
+#: the way the planner's own errors do (a heading error it under-corrects, then off the road; 0 of 10
+#: held-out drives reached 60 s, docs/closed_loop.md)
+ONPOLICY_ROUNDS: dict[str, tuple[str, tuple[str, ...]]] = {"drive": ("onpolicy", ("--duration", "60"))}
 #: record-demos options of every split of a robot (beside the common image size and camera rate).
 #: Driving: a keyframe every 0.5 s (default 1 s): the lane changes the planner must learn are short, and
 #: at one keyframe a second it saw too few of their onsets (docs/closed_loop.md, "Driving: a retrained
@@ -111,6 +122,10 @@ class Recipe:
     head_state_noise: tuple[float, ...] = ()
     #: extra planner splits (`PLANNER_EXTRA_SPLITS`) whose episodes the heads train on as well, all of them
     head_extra_splits: tuple[str, ...] = ()
+    #: the on-policy round's fine-tune (`ONPOLICY_ROUNDS`): target steps and peak lr, drafter steps
+    onpolicy_target_steps: int = 800
+    onpolicy_target_lr: float = 3e-4
+    onpolicy_drafter_steps: int = 600
     budget_margin: int = 24
     gate_step_factor: float = 1.5
     #: the gate's bound on the change between consecutive steps, this factor x the largest true change on
@@ -157,9 +172,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
     parser.add_argument("--out", default=None, help="model directory to write (default: models/<robot>)")
     parser.add_argument("--work", default=None, help="work directory for resumable states (default out/train/R)")
-    parser.add_argument("--stages", default="target,drafter,heads",
-                        help="comma-separated: target, drafter, heads; `gate` alone re-chooses only the "
-                        "gate bound of the existing model directory on the validation split")
+    parser.add_argument("--stages", default="target,drafter,onpolicy,heads",
+                        help="comma-separated: target, drafter, onpolicy (the robot's on-policy round, where "
+                        "it has one), heads; `gate` alone re-chooses only the gate bound of the existing model "
+                        "directory on the validation split")
     parser.add_argument("--record", action="store_true",
                         help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
     parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
@@ -173,6 +189,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-size", type=int, default=None, metavar="PX",
                         help="override the recipe's (square) planner image size in px")
     parser.add_argument("--drafter-steps", type=int, default=None, help="override the recipe's drafter steps")
+    parser.add_argument("--init-from", default=None, metavar="DIR",
+                        help="fine-tune: start the target and drafter from this model directory (a path or a "
+                             "name under models/), keep its coordinate ranges, fresh optimisers, no "
+                             "localisation loss (its head is not part of a model directory)")
+    parser.add_argument("--target-lr", type=float, default=None, help="override the recipe's target peak lr")
+    parser.add_argument("--extra-split", action="append", default=[], metavar="NAME",
+                        help="a recorded split under --data the target and drafter train on too (repeatable; "
+                             "the on-policy round adds its split this way)")
 
 
 def git_commit() -> str:
@@ -198,6 +222,19 @@ def build_target(recipe: Recipe) -> Any:
     return tiny_target("vl", hidden=recipe.hidden, layers=recipe.layers, heads=recipe.heads,
                        kv_heads=recipe.kv_heads, head_dim=recipe.head_dim, vision_hidden=recipe.vision_hidden,
                        vision_depth=recipe.vision_depth, vision_patch=recipe.vision_patch, seed=recipe.seed)
+
+
+def clipped_points(keyframes: Sequence[Any], ranges: dict, spec: Any) -> int:
+    """How many annotated points of `keyframes` lie outside `ranges` on some axis (the quantiser clips them)."""
+    import numpy as np
+
+    from plan_stack.data.samples import SPACE
+
+    space, axes = SPACE[spec.kind]
+    lo = np.array([ranges[space][a][0] for a in axes])
+    hi = np.array([ranges[space][a][1] for a in axes])
+    pts = np.concatenate([p[:, :len(axes)] for kf in keyframes for p in kf.points])
+    return int(np.sum(np.any((pts < lo) | (pts > hi), axis=1)))
 
 
 def selection_keyframes(val_kf: Sequence[Any], n: int) -> list[Any]:
@@ -296,12 +333,12 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
     from plan_stack.data.samples import fit_ranges, make_sample, response_tokens
     from plan_stack.eval import plans as EV
-    from plan_stack.paths import data_dirs
+    from plan_stack.paths import data_dirs, find_data
     from plan_stack.planning import drafter as D
     from plan_stack.planning import training as TR
     from plan_stack.planning import training_target as TT
     from plan_stack.planning.errors import PlanningError
-    from plan_stack.planning.model_dir import PlannerModel, load_planner_model, save_planner_model
+    from plan_stack.planning.model_dir import PlannerModel, load_planner_model, read_manifest, save_planner_model
     from plan_stack.planning.target import load_target, save_target
 
     torch.set_num_threads(args.threads)
@@ -320,6 +357,22 @@ def run(args: argparse.Namespace) -> int:
         recipe = dataclasses.replace(recipe, target_coord_sigma_bins=args.coord_sigma_bins)
     if args.drafter_steps:
         recipe = dataclasses.replace(recipe, drafter_steps=args.drafter_steps)
+    if args.target_lr:
+        recipe = dataclasses.replace(recipe, target_lr=args.target_lr)
+    init_dir, init_manifest = None, None
+    if args.init_from:
+        try:
+            init_dir = find_data("models", args.init_from)
+            init_manifest = read_manifest(init_dir)
+        except (OSError, ValueError) as exc:
+            print(f"train: --init-from {args.init_from}: {exc}", file=sys.stderr)
+            return 2
+        if init_manifest.get("robot") != robot or tuple(init_manifest["image_size"]) != recipe.image_size:
+            print(f"train: --init-from {init_dir}: a {init_manifest.get('robot')} model at "
+                  f"{init_manifest['image_size']} px, not {robot} at {list(recipe.image_size)}", file=sys.stderr)
+            return 2
+        # the localisation head is not in a model directory: a fresh one would pull the tower at weight 100
+        recipe = dataclasses.replace(recipe, target_locate_weight=0.0)
     out = Path(args.out or data_dirs("models")[0] / robot)
     work = Path(args.work or Path("out") / "train" / robot)
     work.mkdir(parents=True, exist_ok=True)
@@ -333,7 +386,8 @@ def run(args: argparse.Namespace) -> int:
     train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
     if stages == ["gate"]:
         return set_gate(out, val_dir, spec, recipe, log)
-    extra_dirs = {name: os.path.join(args.data, name) for name in PLANNER_EXTRA_SPLITS.get(robot, {})}
+    extra_dirs = {name: os.path.join(args.data, name)
+                  for name in [*PLANNER_EXTRA_SPLITS.get(robot, {}), *args.extra_split]}
     missing = [d for d in extra_dirs.values() if not glob.glob(os.path.join(d, "*.json"))]
     if missing:
         print(f"train: no recorded episodes in {', '.join(missing)} (the {robot} planner trains on them too; "
@@ -347,6 +401,11 @@ def run(args: argparse.Namespace) -> int:
     extra_kf = {name: load_keyframes(d, spec, recipe.image_size, progress=True) for name, d in extra_dirs.items()}
     planner_kf = train_kf + [kf for kfs in extra_kf.values() for kf in kfs]  # what the target and drafter see
     ranges, workspace = fit_ranges(planner_kf, spec)
+    if init_manifest is not None:  # the tokens keep their meaning: labels beyond the ranges are clipped
+        fitted = ranges
+        ranges, workspace = init_manifest["coordinate_ranges"], init_manifest["workspace"]
+        log(f"ranges of {init_dir}: {ranges} (this data's own: {fitted}; "
+            f"{clipped_points(planner_kf, ranges, spec)} annotated points beyond them, clipped)")
     gate = gate_manifest(val_kf, recipe)
     blind = EV.blind_baseline(train_kf)
     log(f"{len(train_kf)} train / {len(val_kf)} val keyframes"
@@ -371,7 +430,14 @@ def run(args: argparse.Namespace) -> int:
         "recipe": dataclasses.asdict(recipe), "git_commit": git_commit(),
         "pretrained_weights": "none (random init; no model hub reachable)",
     }
-    target = build_target(recipe)
+    if init_manifest is not None:
+        manifest["initialised_from"] = {
+            "model_dir": str(init_dir), "git_commit": init_manifest.get("git_commit", ""),
+            "planner_trained_on": init_manifest.get("data", {}).get("planner_trains_on"),
+            "target_training": init_manifest.get("target_training"),
+            "drafter_training": init_manifest.get("drafter_training")}
+        manifest["pretrained_weights"] = f"fine-tuned from {init_dir} (itself from random init)"
+    target = load_target(init_dir / "target") if init_dir is not None else build_target(recipe)
     target.model.to(device)
     model = PlannerModel(out, target, None, manifest)
     lens = [len(response_tokens(target, kf, spec, model.ranges)[0]) for kf in planner_kf]
@@ -414,6 +480,8 @@ def run(args: argparse.Namespace) -> int:
         ddir = work / "drafter"
         if args.resume and (ddir / D.CONFIG_FILE).is_file():
             drafter = D.load_drafter(ddir, target)
+        elif init_dir is not None:
+            drafter = D.load_drafter(init_dir / "drafter", target)
         else:
             drafter = D.new_drafter(target, width=recipe.drafter_width, layers=recipe.drafter_layers, heads=4,
                                     kv_heads=2, head_dim=recipe.drafter_width // 4,
@@ -456,6 +524,16 @@ def run(args: argparse.Namespace) -> int:
         (out / "blind_baseline.json").write_text(json.dumps(blind) + "\n")
         load_planner_model(out)  # what was written must load
         log(f"wrote {out} ({time.monotonic() - t0:.0f} s)")
+    if "onpolicy" in stages:
+        if robot not in ONPOLICY_ROUNDS:
+            log(f"onpolicy: {robot} has no on-policy round; skipped")
+        else:
+            code = onpolicy_round(args, recipe, out, work, log)
+            if code:
+                return code
+            target = load_target(out / "target")
+            target.model.to(device)
+            manifest = json.loads((out / "manifest.json").read_text())
     if "heads" in stages:
         if not spec.action_head:
             log(f"heads: the {spec.robot} stack has no action head; skipped")
@@ -529,11 +607,65 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     return 0
 
 
+def onpolicy_argv(robot: str, data: str, policy_model: str | os.PathLike) -> list[str]:
+    """The `plan-stack` arguments that record `robot`'s on-policy split driven by `policy_model`."""
+    split, options = ONPOLICY_ROUNDS[robot]
+    seed, episodes = SPLITS[robot][split]
+    return [*record_argv(robot), "--episodes", str(episodes), "--seed", str(seed),
+            "--out", os.path.join(data, split), "--policy-model", os.fspath(policy_model), *options]
+
+
+def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log) -> int:
+    """Stage `onpolicy` (DAgger, one round): the model in `out` (the target and drafter stages') is kept as
+    WORK/before_onpolicy, drives the round's split (recorded once, unless --data has it), and `out` becomes
+    that model fine-tuned on every planner split plus the new one (`--init-from`, WORK/onpolicy)."""
+    import shutil
+
+    from plan_stack.cli import main as cli_main
+
+    split, _ = ONPOLICY_ROUNDS[args.robot]
+    before = work / "before_onpolicy"
+    if not (args.resume and (before / "manifest.json").is_file()):
+        if not (out / "manifest.json").is_file():
+            log(f"onpolicy: no model in {out} to drive (run the target and drafter stages first)")
+            return 2
+        shutil.rmtree(before, ignore_errors=True)
+        shutil.copytree(out, before)
+    dest = os.path.join(args.data, split)
+    argv = onpolicy_argv(args.robot, args.data, before)
+    if not glob.glob(os.path.join(dest, "*.json")):
+        t0 = time.monotonic()
+        log(f"onpolicy: recording {split} driven by {before}: plan-stack {' '.join(argv)}")
+        code = cli_main(argv)
+        if code:
+            log(f"onpolicy: record-demos failed (exit {code})")
+            return code
+        log(f"onpolicy: recorded in {(time.monotonic() - t0) / 60:.1f} min")
+    tune = argparse.Namespace(**{**vars(args), "init_from": str(before), "out": str(out),
+                                 "work": str(work / "onpolicy"), "stages": "target,drafter", "record": False,
+                                 "target_steps": recipe.onpolicy_target_steps,
+                                 "target_lr": recipe.onpolicy_target_lr,
+                                 "drafter_steps": recipe.onpolicy_drafter_steps,
+                                 "extra_split": [*args.extra_split, split]})
+    code = run(tune)
+    if code:
+        return code
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["data"]["onpolicy_round"] = {"split": split, "recorded_with": " ".join(["plan-stack", *argv]),
+                                          "policy": "the target and drafter stages' model (initialised_from)"}
+    path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
 def record_splits(robot: str, data: str, log) -> None:
-    """Record every split of `SPLITS[robot]` that `data` lacks (episode seeds fixed, so reproducible)."""
+    """Record every split of `SPLITS[robot]` that `data` lacks (episode seeds fixed, so reproducible); the
+    on-policy round's split needs a model to drive and is recorded by that stage."""
     from plan_stack.cli import main as cli_main
 
     for split, (seed, episodes) in SPLITS[robot].items():
+        if split == ONPOLICY_ROUNDS.get(robot, ("",))[0]:
+            continue
         dest = os.path.join(data, split)
         if os.path.isdir(dest) and os.listdir(dest):
             continue

@@ -25,9 +25,17 @@ expert drives on from that state *without* pushes (`expert_path`, a rollout
 of the same expert, follower and vehicle model): the driven path would hold
 the pushes still to come, which no image shows. Without pushes both are the
 same path (a test checks it).
+
+On-policy demonstrations (`policy` given, DAgger): the learned planner drives
+(`drive.policy`: image -> plan -> drive_bridge -> follower, with the
+planner's latency), the expert only labels: every keyframe's waypoints are the
+expert's path from the state the planner's driving reached (`expert_path`).
+The episode ends where the car leaves the road or collides; its keyframes stay
+valid labels whatever happened to the car (`expert_labels` in the annotation).
 """
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import math
@@ -40,8 +48,10 @@ from plan_stack.data.annotation import box_from_mask, write_annotation
 from plan_stack.data.bags import BagWriter
 from plan_stack.data.recording import check_image_size, every_steps, new_bag_path
 from plan_stack.embodiments.camera import project_points, world_to_camera
+from plan_stack.embodiments.drive.bridge import DriveBridge, DriveBridgeConfig, EgoState
 from plan_stack.embodiments.drive.expert import DriverConfig, ScriptedDriver, follow_waypoints
 from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit
+from plan_stack.embodiments.drive.policy import PlanDelay, PlannerDriver
 from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, FrontCamera
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams, step
@@ -68,6 +78,11 @@ class DriveRecordOptions:
     horizon_s: float = 4.0
     #: std (rad) of the steering pushes of a recovery demonstration (0: none)
     perturbation: float = 0.0
+    #: on-policy demonstrations: the planner model directory that drives (empty: the expert drives)
+    policy_model: str = ""
+    #: its decoder, and the delay from an image to its plan reaching the bridge (the graph's planner latency)
+    policy_decoder: str = "vflash"
+    policy_latency_s: float = 0.3
 
     def __post_init__(self) -> None:
         check_image_size(self.width, self.height)
@@ -78,6 +93,11 @@ class DriveRecordOptions:
             raise ValueError(f"waypoints: at least 1, got {self.waypoints}")
         if not math.isfinite(self.perturbation) or self.perturbation < 0:
             raise ValueError(f"perturbation: a finite std >= 0 in rad, got {self.perturbation}")
+        if not math.isfinite(self.policy_latency_s) or self.policy_latency_s < 0:
+            raise ValueError(f"policy_latency_s: a finite delay >= 0 s, got {self.policy_latency_s}")
+        if self.policy_model and self.perturbation:
+            raise ValueError("perturbation and policy_model: pushes are for the expert's driving; with a policy "
+                             "driving, its own errors move the car")
 
 
 #: recovery pushes: the first starts after PUSH_FIRST_S (the car is up to speed), then one every PUSH_GAP_S
@@ -118,14 +138,19 @@ def push_offset(pushes: list[SteeringPush], t_s: float) -> float:
 
 
 def expert_path(sim: DriveSim, expert: ScriptedDriver, follower: PurePursuit, limits: DriveTrajectoryConfig,
-                step_index: int, plan_every: int, horizon_s: float) -> tuple[np.ndarray, np.ndarray]:
+                step_index: int, plan_every: int, horizon_s: float,
+                replan_now: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Times [T] and poses [T, 3] (x, y, yaw) of the expert driving on from the simulator's present state for
     `horizon_s` (and one step more) with no push: copies of the expert, follower and vehicle state, stepped
     by the vehicle model exactly as the recording loop steps them (replanning every `plan_every` steps,
-    counted from `step_index`, the loop's present step, already planned). Obstacles are ignored: a label is
-    a path, and the recording ends at a collision anyway."""
+    counted from `step_index`, the loop's present step, already planned; `replan_now`: the expert plans
+    first, as the follower holds someone else's trajectory). Obstacles are ignored: a label is a path, and
+    the recording ends at a collision anyway."""
     state, expert, follower = copy.deepcopy(sim.state), copy.deepcopy(expert), copy.deepcopy(follower)
     t, dt, k = sim.time_s, sim.timestep_s, step_index
+    if replan_now:
+        follow_waypoints(follower, expert.plan(state.x, state.y, state.yaw, sim.obstacles), state, sim.vehicle,
+                         limits, t)
     times, poses = [t], [(state.x, state.y, state.yaw)]
     while t < sim.time_s + horizon_s + dt:
         cmd = follower.command(state, t)
@@ -161,10 +186,12 @@ def _r(x, nd=4):
 
 def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOptions = DriveRecordOptions(),
                    scene: DriveSceneConfig | None = None, vehicle: VehicleParams | None = None,
-                   driver: DriverConfig | None = None) -> dict:
+                   driver: DriverConfig | None = None, policy: PlannerDriver | None = None) -> dict:
     """Drive the scripted expert for `options.duration_s` (+ the annotation horizon), write `drive_<seed>/`
     (rosbag2 folder) and `drive_<seed>.json`. Returns the annotation dict. With `options.perturbation`,
-    a recovery demonstration: pushes added to the steering, keyframes labelled by `expert_path`."""
+    a recovery demonstration: pushes added to the steering, keyframes labelled by `expert_path`. With
+    `policy`, an on-policy one: the policy drives (through `DriveBridge`, its plans `policy_latency_s` late)
+    until `duration_s`, the road's edge or a collision; keyframes labelled by `expert_path`."""
     scene, vehicle, driver = scene or DriveSceneConfig(), vehicle or VehicleParams(), driver or DriverConfig()
     stem = f"drive_{seed:04d}"
     bag_path = new_bag_path(out_dir, stem)
@@ -179,10 +206,17 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     key_every = every_steps(sim.timestep_s, period_s=options.keyframe_period_s)
     plan_every = every_steps(sim.timestep_s, period_s=driver.replan_s)
     obstacle_geoms = {f"obstacle_{i}": sim.model.geom(f"obstacle_{i}").id for i in range(len(sim.obstacles))}
-    end_s = options.duration_s + options.horizon_s  # drive on so the last keyframe has a full future
+    on_policy = policy is not None
+    # drive on so the last keyframe has a full future (on policy the labels are rollouts of their own)
+    end_s = options.duration_s + (0.0 if on_policy else options.horizon_s)
     pushes = recovery_pushes(seed, options.duration_s, options.perturbation) if options.perturbation else []
+    if on_policy:
+        policy.reset()
+        bridge = DriveBridge(vehicle, DriveTrajectoryConfig(), DriveBridgeConfig())
+        in_flight = PlanDelay(options.policy_latency_s)
+        outcomes: collections.Counter = collections.Counter()
     times, poses, keys = [], [], []
-    unpushed: list[tuple[np.ndarray, np.ndarray]] = []  # per keyframe, with pushes: the expert's own path
+    labels: list[tuple[np.ndarray, np.ndarray]] = []  # per keyframe, pushed or on policy: the expert's own path
     try:
         writer.write("/instruction", 0.0, writer.string(INSTRUCTION))
         pose_array = T["geometry_msgs/msg/PoseArray"](header=writer.header(0.0, "odom"), poses=[
@@ -191,12 +225,25 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
             for o in sim.obstacles])
         writer.write("/ground_truth/obstacles", 0.0, pose_array)
         k = 0
-        while sim.time_s < end_s - 1e-9 and sim.collided_with is None:
+        while sim.time_s < end_s - 1e-9 and sim.collided_with is None and not (on_policy and sim.left_road):
             t, st = sim.time_s, sim.state
             times.append(t)
             poses.append((st.x, st.y, st.yaw))
-            if k % plan_every == 0:
-                follow_waypoints(follower, expert.plan(st.x, st.y, st.yaw, sim.obstacles), st, vehicle, limits, t)
+            if k % plan_every == 0:  # on policy too: the expert's lane choice follows the car
+                waypoints = expert.plan(st.x, st.y, st.yaw, sim.obstacles)
+                if not on_policy:
+                    follow_waypoints(follower, waypoints, st, vehicle, limits, t)
+            if on_policy and k % control_every == 0:
+                bridge.add_odometry(EgoState(t, st.x, st.y, st.yaw, st.v, st.yaw_rate), t)
+                for stamp, primitives in in_flight.due(t):
+                    decision = bridge.on_plan(primitives, stamp, t)
+                    outcomes[decision.outcome.value] += 1
+                    if decision.trajectory is not None:
+                        follower.set_trajectory(decision.trajectory, decision.stamp_s)
+                stop = bridge.watchdog(t)
+                if stop is not None and stop.trajectory is not None:
+                    outcomes["watchdog_stop"] += 1
+                    follower.set_trajectory(stop.trajectory, stop.stamp_s)
             if t <= options.duration_s + 1e-9:
                 if k % control_every == 0:
                     writer.write("/odom", t, _odometry(T, writer, t, st))
@@ -208,12 +255,15 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                     seg = camera.segmentation()
                     boxes = {n: box_from_mask(seg == g) for n, g in obstacle_geoms.items()}
                     keys.append((t, sim.camera_pose(), {n: b for n, b in boxes.items() if b is not None}))
-                    if pushes:
-                        unpushed.append(expert_path(sim, expert, follower, limits, k, plan_every, options.horizon_s))
+                    if on_policy:
+                        in_flight.put(t, policy(img, t))
+                    if pushes or on_policy:
+                        labels.append(expert_path(sim, expert, follower, limits, k, plan_every, options.horizon_s,
+                                                  replan_now=on_policy))
             cmd = follower.command(sim.state, sim.time_s)
             sim.step(cmd.accel_mps2, cmd.steer_rad + push_offset(pushes, t))
             k += 1
-        success = sim.collided_with is None and not sim.left_road
+        success = sim.collided_with is None and not sim.left_road and sim.time_s >= end_s - 1e-6
     finally:
         writer.close()
         camera.close()
@@ -221,7 +271,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     poses_a[:, 2] = np.unwrap(poses_a[:, 2])
     frames: list[dict[str, Any]] = []
     for i, (t, cam_pose, key_boxes) in enumerate(keys):
-        label_t, label_poses = unpushed[i] if pushes else (times_a, poses_a)
+        label_t, label_poses = labels[i] if labels else (times_a, poses_a)
         ego = ego_waypoints(label_t, label_poses, t, options.waypoints, options.horizon_s)
         x0, y0, yaw0 = (float(np.interp(t, times_a, poses_a[:, j])) for j in range(3))
         world = sim.ego_to_world(ego, (x0, y0, yaw0))
@@ -243,6 +293,15 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         annotation["perturbation"] = {"std_rad": options.perturbation, "labels": "expert path without pushes",
                                       "pushes": [{"onset_s": _r(p.onset_s), "hold_s": _r(p.hold_s),
                                                   "offset_rad": _r(p.offset_rad)} for p in pushes]}
+    if on_policy:
+        annotation["expert_labels"] = True  # keyframes are training labels whatever happened to the car
+        annotation["driven_by"] = {
+            "policy": str(policy.model_dir), "decoder": policy.decoder, "latency_s": options.policy_latency_s,
+            "labels": "expert path from each keyframe's state", "plans": policy.plans,
+            "invalid_plans": policy.invalid, "bridge": dict(sorted(outcomes.items())),
+            "plan_ms_p50": _r(float(np.median(policy.plan_ms)), 1) if policy.plan_ms else None,
+            "end": ("collision" if sim.collided_with is not None else "left_road" if sim.left_road else "time"),
+            "end_s": _r(sim.time_s, 2), "distance_m": _r(sim.state.x, 1)}
     write_annotation(str(bag_path.parent / f"{stem}.json"), annotation)
     return annotation
 
@@ -260,5 +319,16 @@ def _odometry(T, writer: BagWriter, t: float, st):
 
 
 def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
-    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
-    return lambda seed, options: record_episode(seed, out_dir, options)  # one task; sizes come with the options
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point);
+    a policy model is loaded once, for the first episode that names it."""
+    policies: dict[tuple[str, str], PlannerDriver] = {}
+
+    def record(seed: int, options: DriveRecordOptions) -> dict:
+        policy = None
+        if options.policy_model:
+            key = (options.policy_model, options.policy_decoder)
+            if key not in policies:
+                policies[key] = PlannerDriver(options.policy_model, options.policy_decoder)
+            policy = policies[key]
+        return record_episode(seed, out_dir, options, policy=policy)  # one task; sizes come with the options
+    return record

@@ -1,0 +1,93 @@
+"""The learned planner driving the simulated car in one process, without ROS.
+
+Used by on-policy recording (`record-demos --robot drive --policy-model DIR`,
+DAgger): the car goes where the planner's plans take it, so the states it
+reaches are the ones the planner's own errors lead to (off-centre, heading
+off), and every keyframe is labelled with the expert's path from there.
+
+The path from image to motion is the graph's, minus DDS: the image fitted as
+`ingest` fits it, `planning.runtime.PlannerRuntime` (the planner node's
+library), and `drive.bridge.DriveBridge` (the drive_bridge node's library),
+which anchors each plan at the pose of its image's stamp, refuses what the
+node refuses and stops the car by its watchdog. The planner's latency is a
+fixed delay (`PlanDelay`): a plan made from the image at t reaches the bridge
+at t + latency, as it does through the graph.
+"""
+from __future__ import annotations
+
+import collections
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["PlannerDriver", "PlanDelay", "Primitive"]
+
+#: (kind, points [P, 3] in the ego frame of the image, horizon_s): what drive_bridge reads from a VisualPlan
+Primitive = tuple[str, np.ndarray, float]
+
+
+class PlannerDriver:
+    """Camera image -> the plan's primitives, by a planner model directory (a path or a name under models/)."""
+
+    def __init__(self, model_dir: str | os.PathLike, decoder: str = "vflash", camera: str = "front") -> None:
+        from plan_stack.paths import find_data
+        from plan_stack.planning.model_dir import load_planner_model
+        from plan_stack.planning.runtime import PlannerRuntime, RuntimeConfig
+
+        try:
+            self.model_dir = find_data("models", os.fspath(model_dir))
+            self.model = load_planner_model(self.model_dir)
+            self.runtime = PlannerRuntime(self.model, RuntimeConfig(decoder=decoder))
+        except (OSError, ValueError) as exc:  # ConfigError is a ValueError
+            raise ValueError(f"policy model {os.fspath(model_dir)!r}: {exc}") from None
+        self.decoder, self.camera = decoder, camera
+        self.plans = self.invalid = 0
+        self.plan_ms: list[float] = []
+
+    def reset(self) -> None:
+        """A new episode: forget the frame window and the counts."""
+        self.runtime.reset()
+        self.plans = self.invalid = 0
+        self.plan_ms = []
+
+    def __call__(self, image: np.ndarray, t_s: float) -> list[Primitive]:
+        """The primitives planned from `image` (HxWx3 rgb8, any size: fitted to the model's as ingest does);
+        empty when the plan is invalid (the planner node publishes nothing then)."""
+        from plan_stack.ingest.preprocess import fit
+        from plan_stack.planning.runtime import FrameInput
+
+        size = self.runtime.image_size
+        if size is not None:
+            image = fit(image, size[0], size[1], "crop")
+        out = self.runtime.plan(FrameInput(t_s, [self.camera], [image]))
+        self.plans += 1
+        self.plan_ms.append(out.total_ms)
+        if not out.valid:
+            self.invalid += 1
+            return []
+        return [(p.kind, np.asarray(p.points, dtype=float).reshape(-1, 3), float(p.horizon_s))
+                for p in out.primitives]
+
+
+class PlanDelay:
+    """Plans in flight: each is released `latency_s` after its image's stamp, in stamp order."""
+
+    def __init__(self, latency_s: float) -> None:
+        if not math.isfinite(latency_s) or latency_s < 0:
+            raise ValueError(f"latency_s: a finite delay >= 0 s, got {latency_s}")
+        self.latency_s = latency_s
+        self._queue: collections.deque[tuple[float, Sequence[Primitive]]] = collections.deque()
+
+    def put(self, stamp_s: float, primitives: Sequence[Primitive]) -> None:
+        if self._queue and stamp_s < self._queue[-1][0]:
+            raise ValueError(f"stamp_s: {stamp_s} is older than the plan before it ({self._queue[-1][0]})")
+        self._queue.append((stamp_s, primitives))
+
+    def due(self, now_s: float) -> list[tuple[float, Sequence[Primitive]]]:
+        """(stamp, primitives) of every plan that has arrived by `now_s`, oldest first."""
+        out = []
+        while self._queue and self._queue[0][0] + self.latency_s <= now_s + 1e-9:
+            out.append(self._queue.popleft())
+        return out
