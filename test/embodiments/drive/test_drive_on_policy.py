@@ -50,6 +50,12 @@ def test_plan_delay_releases_each_plan_after_its_latency_in_stamp_order():
         DriveRecordOptions(perturbation=0.1, policy_model="drive")
 
 
+def test_a_named_policy_model_without_its_driver_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="policy_model 'drive'"):
+        record_episode(5, tmp_path, OPTS)
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_shipped_planner_drives_and_the_expert_labels(tmp_path):
     policy = PlannerDriver("drive")
     ann = record_episode(3, tmp_path / "policy", OPTS, policy=policy)

@@ -192,6 +192,9 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     a recovery demonstration: pushes added to the steering, keyframes labelled by `expert_path`. With
     `policy`, an on-policy one: the policy drives (through `DriveBridge`, its plans `policy_latency_s` late)
     until `duration_s`, the road's edge or a collision; keyframes labelled by `expert_path`."""
+    if options.policy_model and policy is None:
+        raise ValueError(f"policy_model {options.policy_model!r}: pass its PlannerDriver as `policy` (the "
+                         "recorder() entry point loads it)")
     scene, vehicle, driver = scene or DriveSceneConfig(), vehicle or VehicleParams(), driver or DriverConfig()
     stem = f"drive_{seed:04d}"
     bag_path = new_bag_path(out_dir, stem)
@@ -210,7 +213,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     # drive on so the last keyframe has a full future (on policy the labels are rollouts of their own)
     end_s = options.duration_s + (0.0 if on_policy else options.horizon_s)
     pushes = recovery_pushes(seed, options.duration_s, options.perturbation) if options.perturbation else []
-    if on_policy:
+    if policy is not None:
         policy.reset()
         bridge = DriveBridge(vehicle, DriveTrajectoryConfig(), DriveBridgeConfig())
         in_flight = PlanDelay(options.policy_latency_s)
@@ -255,7 +258,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                     seg = camera.segmentation()
                     boxes = {n: box_from_mask(seg == g) for n, g in obstacle_geoms.items()}
                     keys.append((t, sim.camera_pose(), {n: b for n, b in boxes.items() if b is not None}))
-                    if on_policy:
+                    if policy is not None:
                         in_flight.put(t, policy(img, t))
                     if pushes or on_policy:
                         labels.append(expert_path(sim, expert, follower, limits, k, plan_every, options.horizon_s,
@@ -293,7 +296,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         annotation["perturbation"] = {"std_rad": options.perturbation, "labels": "expert path without pushes",
                                       "pushes": [{"onset_s": _r(p.onset_s), "hold_s": _r(p.hold_s),
                                                   "offset_rad": _r(p.offset_rad)} for p in pushes]}
-    if on_policy:
+    if policy is not None:
         annotation["expert_labels"] = True  # keyframes are training labels whatever happened to the car
         annotation["driven_by"] = {
             "policy": str(policy.model_dir), "decoder": policy.decoder, "latency_s": options.policy_latency_s,
