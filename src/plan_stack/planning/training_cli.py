@@ -607,12 +607,12 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     return 0
 
 
-def onpolicy_argv(robot: str, data: str, policy_model: str | os.PathLike) -> list[str]:
-    """The `plan-stack` arguments that record `robot`'s on-policy split driven by `policy_model`."""
-    split, options = ONPOLICY_ROUNDS[robot]
+def split_argv(robot: str, data: str, split: str, *options: str) -> list[str]:
+    """The `plan-stack` arguments that record `robot`'s `split` (its seeds in `SPLITS`) into DATA/split,
+    with the split's own record-demos `options`."""
     seed, episodes = SPLITS[robot][split]
     return [*record_argv(robot), "--episodes", str(episodes), "--seed", str(seed),
-            "--out", os.path.join(data, split), "--policy-model", os.fspath(policy_model), *options]
+            "--out", os.path.join(data, split), *options]
 
 
 def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log) -> int:
@@ -623,7 +623,7 @@ def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Pa
 
     from plan_stack.cli import main as cli_main
 
-    split, _ = ONPOLICY_ROUNDS[args.robot]
+    split, options = ONPOLICY_ROUNDS[args.robot]
     before = work / "before_onpolicy"
     if not (args.resume and (before / "manifest.json").is_file()):
         if not (out / "manifest.json").is_file():
@@ -632,7 +632,7 @@ def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Pa
         shutil.rmtree(before, ignore_errors=True)
         shutil.copytree(out, before)
     dest = os.path.join(args.data, split)
-    argv = onpolicy_argv(args.robot, args.data, before)
+    argv = split_argv(args.robot, args.data, split, "--policy-model", os.fspath(before), *options)
     if not glob.glob(os.path.join(dest, "*.json")):
         t0 = time.monotonic()
         log(f"onpolicy: recording {split} driven by {before}: plan-stack {' '.join(argv)}")
@@ -670,8 +670,7 @@ def record_splits(robot: str, data: str, log) -> None:
         if os.path.isdir(dest) and os.listdir(dest):
             continue
         log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
-        code = cli_main([*record_argv(robot), "--episodes", str(episodes), "--seed", str(seed), "--out", dest,
-                         *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())])
+        code = cli_main(split_argv(robot, data, split, *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())))
         if code:
             raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
 
