@@ -22,7 +22,7 @@ TUNING_SEEDS = set(range(300000, 300030))
 def test_splits_are_disjoint_seed_ranges_for_every_trainable_robot(robot):
     assert robot in ROBOTS and robot in RECIPES
     splits = SPLITS[robot]
-    rounds = [ONPOLICY_ROUNDS[robot][0]] if robot in ONPOLICY_ROUNDS else []
+    rounds = [split for split, _ in ONPOLICY_ROUNDS.get(robot, ())]
     assert set(splits) == {"train", "val", "heldout", *PLANNER_EXTRA_SPLITS.get(robot, {}), *rounds}
     seeds = {name: set(range(first, first + n)) for name, (first, n) in splits.items()}
     assert all(len(s) > 0 for s in seeds.values())
@@ -203,9 +203,9 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     assert tuned.drafter is not None
 
 
-def test_the_onpolicy_round_records_with_the_fresh_model_and_fine_tunes_it(tmp_path, monkeypatch):
-    """Stages target,drafter,onpolicy (tiny steps, one short drive per split): the round keeps the first
-    model, records its split driven by it, and writes the fine-tuned model in its place."""
+def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_path, monkeypatch):
+    """Stages target,drafter,onpolicy (tiny steps, one short drive per split, two rounds): each round keeps
+    the model before it, records its split driven by it, and writes the fine-tuned model in its place."""
     import dataclasses
     import json
 
@@ -216,7 +216,10 @@ def test_the_onpolicy_round_records_with_the_fresh_model_and_fine_tunes_it(tmp_p
     monkeypatch.setitem(TC.RECIPES, "drive", dataclasses.replace(
         TC.RECIPES["drive"], onpolicy_target_steps=2, onpolicy_drafter_steps=2, val_keyframes=2))
     monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy", (600000, 1))
-    monkeypatch.setitem(TC.ONPOLICY_ROUNDS, "drive", ("onpolicy", ("--duration", "1")))
+    monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy2", (610000, 1))
+    monkeypatch.setitem(TC.ONPOLICY_ROUNDS, "drive", (
+        ("onpolicy", ("--duration", "1")),
+        ("onpolicy2", ("--duration", "1", "--policy-latency", "0.1", "--policy-latency-max", "0.5"))))
     opts = DriveRecordOptions(width=112, height=112, duration_s=1.0, camera_rate_hz=2.0, keyframe_period_s=0.5)
     for split in ("train", "val", "recovery"):
         record_episode(SPLITS["drive"][split][0], tmp_path / "data" / split, opts)
@@ -226,11 +229,25 @@ def test_the_onpolicy_round_records_with_the_fresh_model_and_fine_tunes_it(tmp_p
                  "--stages", "target,drafter,onpolicy"]) == 0
     first = json.loads((work / "before_onpolicy" / "manifest.json").read_text())
     assert first["data"]["planner_trains_on"] == ["train", "recovery"]
+    second = json.loads((work / "before_onpolicy2" / "manifest.json").read_text())
+    assert second["data"]["planner_trains_on"] == ["train", "recovery", "onpolicy"]
+    assert second["initialised_from"]["model_dir"] == str(work / "before_onpolicy")
     recorded = json.loads((tmp_path / "data" / "onpolicy" / "drive_600000.json").read_text())
     assert recorded["expert_labels"] and recorded["driven_by"]["policy"] == str(work / "before_onpolicy")
+    assert "latency_max_s" not in recorded["driven_by"]
+    recorded2 = json.loads((tmp_path / "data" / "onpolicy2" / "drive_610000.json").read_text())
+    assert recorded2["driven_by"]["policy"] == str(work / "before_onpolicy2")
+    assert recorded2["driven_by"]["latency_max_s"] == 0.5
     tuned = json.loads((out / "manifest.json").read_text())
-    assert tuned["data"]["planner_trains_on"] == ["train", "recovery", "onpolicy"]
-    assert tuned["initialised_from"]["model_dir"] == str(work / "before_onpolicy")
+    assert tuned["data"]["planner_trains_on"] == ["train", "recovery", "onpolicy", "onpolicy2"]
+    assert tuned["initialised_from"]["model_dir"] == str(work / "before_onpolicy2")
     assert tuned["coordinate_ranges"] == first["coordinate_ranges"]
-    assert "--policy-model" in tuned["data"]["onpolicy_round"]["recorded_with"]
+    rounds = tuned["data"]["onpolicy_rounds"]
+    assert [r["split"] for r in rounds] == ["onpolicy", "onpolicy2"]
+    assert "--policy-latency-max 0.5" in rounds[1]["recorded_with"]
     assert tuned["target_training"]["steps"] == 2
+    # resumed, both rounds are in the manifest: nothing is recorded or trained again
+    stamp = (out / "manifest.json").stat().st_mtime_ns
+    assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(work),
+                 "--out", str(out), "--stages", "onpolicy", "--resume"]) == 0
+    assert (out / "manifest.json").stat().st_mtime_ns == stamp

@@ -23,7 +23,7 @@ ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.i
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
 _ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation", "miss": "miss_m",
              "pick_only": "pick_only", "policy_model": "policy_model", "policy_decoder": "policy_decoder",
-             "policy_latency": "policy_latency_s"}
+             "policy_latency": "policy_latency_s", "policy_latency_max": "policy_latency_max_s"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-latency", type=float, default=None, metavar="S",
                         help="drive only: s from an image to its plan reaching the bridge (default 0.3, the "
                              "graph's planner latency)")
+    parser.add_argument("--policy-latency-max", type=float, default=None, metavar="S",
+                        help="drive only: draw each plan's delay uniformly from [--policy-latency, this] (the "
+                             "graph's latency varies from plan to plan; default: a fixed delay)")
     parser.add_argument("--miss", type=float, default=None, metavar="M",
                         help="franka only: recovery demonstrations whose first grasp closes M to 1.5 M metres "
                              "beside the cube; the expert reopens and picks it (default 0: none)")

@@ -10,9 +10,10 @@ Stages (each resumable, each seeded, each with a tqdm bar):
    then frozen;
 3. drafter: VFlash training on the frozen target (`training.train`);
 4. the model directory: target/, drafter/, manifest.json, blind_baseline.json;
-5. onpolicy (robots in `ONPOLICY_ROUNDS`: driving): one DAgger round, the
-   model just written drives its split, the expert labels, and the model is
-   fine-tuned on every planner split plus that one (`--init-from`).
+5. onpolicy (robots in `ONPOLICY_ROUNDS`: driving): DAgger rounds, in order;
+   in each the model just written drives the round's split, the expert labels,
+   and the model is fine-tuned on every planner split plus the rounds' splits
+   so far (`--init-from`).
 
 Action heads on the target's plan features are trained by
 `plan-stack train-action-head --planner DIR` (stage `heads` runs it here).
@@ -40,7 +41,8 @@ SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "aloha": {"train": (0, 165), "val": (200000, 40), "heldout": (100000, 40), "recovery": (400000, 120)},
     "franka": {"train": (0, 200), "val": (200000, 20), "heldout": (100000, 20), "pick": (500000, 1000)},
     "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20), "recovery": (400000, 80),
-              "onpolicy": (600000, 60)},
+              "onpolicy": (600000, 60), "onpolicy2": (610000, 60),
+              "onpolicy3": (620000, 60)},
 }
 #: splits the planner (target and drafter; the action heads only where the recipe's `head_extra_splits`
 #: names them) trains on besides `train` -> the extra record-demos options they are recorded with.
@@ -60,13 +62,21 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
     # off-centre in 13-16 s, then left the road or met an obstacle on the lane line (docs/closed_loop.md)
     "drive": {"recovery": ("--perturb", "0.1")},
 }
-#: robot -> (split, its extra record-demos options) of the on-policy round (stage `onpolicy`, DAgger): the
-#: model the target and drafter stages wrote drives that split's seeds (`record-demos --policy-model`), the
-#: expert labels each keyframe with its path from where the car is, and the model is fine-tuned on every
-#: planner split plus this one (`--init-from`). Driving: the pushes of `recovery` moved the car, but not
-#: the way the planner's own errors do (a heading error it under-corrects, then off the road; 0 of 10
-#: held-out drives reached 60 s, docs/closed_loop.md)
-ONPOLICY_ROUNDS: dict[str, tuple[str, tuple[str, ...]]] = {"drive": ("onpolicy", ("--duration", "60"))}
+#: robot -> its on-policy rounds (stage `onpolicy`, DAgger), in order: (split, its extra record-demos
+#: options). In each round the model written last drives the split's seeds (`record-demos --policy-model`),
+#: the expert labels each keyframe with its path from where the car is, and the model is fine-tuned on
+#: every planner split plus the rounds' splits so far (`--init-from`). Driving: the pushes of `recovery`
+#: moved the car, but not the way the planner's own errors do (a heading error it under-corrects, then off
+#: the road; 0 of 10 held-out drives reached 60 s, docs/closed_loop.md). Later rounds draw each plan's
+#: delay from 0.1-0.5 s (through the graph it varies from plan to plan, `drive.policy.PlanDelay`); each
+#: round reached 60 s in more validation drives (one process, 15 seeds: 0, 2, 6 of 15; docs/closed_loop.md)
+OnpolicyRound = tuple[str, tuple[str, ...]]
+_LATENCY_RANGE = ("--policy-latency", "0.1", "--policy-latency-max", "0.5")
+ONPOLICY_ROUNDS: dict[str, tuple[OnpolicyRound, ...]] = {"drive": (
+    ("onpolicy", ("--duration", "60")),
+    ("onpolicy2", ("--duration", "60", *_LATENCY_RANGE)),
+    ("onpolicy3", ("--duration", "60", *_LATENCY_RANGE)),
+)}
 #: record-demos options of every split of a robot (beside the common image size and camera rate).
 #: Driving: a keyframe every 0.5 s (default 1 s): the lane changes the planner must learn are short, and
 #: at one keyframe a second it saw too few of their onsets (docs/closed_loop.md, "Driving: a retrained
@@ -122,7 +132,7 @@ class Recipe:
     head_state_noise: tuple[float, ...] = ()
     #: extra planner splits (`PLANNER_EXTRA_SPLITS`) whose episodes the heads train on as well, all of them
     head_extra_splits: tuple[str, ...] = ()
-    #: the on-policy round's fine-tune (`ONPOLICY_ROUNDS`): target steps and peak lr, drafter steps
+    #: each on-policy round's fine-tune (`ONPOLICY_ROUNDS`): target steps and peak lr, drafter steps
     onpolicy_target_steps: int = 800
     onpolicy_target_lr: float = 3e-4
     onpolicy_drafter_steps: int = 600
@@ -173,8 +183,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="model directory to write (default: models/<robot>)")
     parser.add_argument("--work", default=None, help="work directory for resumable states (default out/train/R)")
     parser.add_argument("--stages", default="target,drafter,onpolicy,heads",
-                        help="comma-separated: target, drafter, onpolicy (the robot's on-policy round, where "
-                        "it has one), heads; `gate` alone re-chooses only the gate bound of the existing model "
+                        help="comma-separated: target, drafter, onpolicy (the robot's on-policy rounds, where "
+                        "it has them), heads; `gate` alone re-chooses only the gate bound of the existing model "
                         "directory on the validation split")
     parser.add_argument("--record", action="store_true",
                         help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
@@ -526,11 +536,12 @@ def run(args: argparse.Namespace) -> int:
         log(f"wrote {out} ({time.monotonic() - t0:.0f} s)")
     if "onpolicy" in stages:
         if robot not in ONPOLICY_ROUNDS:
-            log(f"onpolicy: {robot} has no on-policy round; skipped")
+            log(f"onpolicy: {robot} has no on-policy rounds; skipped")
         else:
-            code = onpolicy_round(args, recipe, out, work, log)
-            if code:
-                return code
+            for i in range(len(ONPOLICY_ROUNDS[robot])):
+                code = onpolicy_round(args, recipe, out, work, log, i)
+                if code:
+                    return code
             target = load_target(out / "target")
             target.model.to(device)
             manifest = json.loads((out / "manifest.json").read_text())
@@ -615,56 +626,73 @@ def split_argv(robot: str, data: str, split: str, *options: str) -> list[str]:
             "--out", os.path.join(data, split), *options]
 
 
-def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log) -> int:
-    """Stage `onpolicy` (DAgger, one round): the model in `out` (the target and drafter stages') is kept as
-    WORK/before_onpolicy, drives the round's split (recorded once, unless --data has it), and `out` becomes
-    that model fine-tuned on every planner split plus the new one (`--init-from`, WORK/onpolicy)."""
+def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log, index: int) -> int:
+    """Stage `onpolicy`, round `index` of `ONPOLICY_ROUNDS[robot]` (DAgger): the model in `out` (the previous
+    stage's or round's) is kept as WORK/before_<split>, drives the round's split (recorded once, unless --data
+    has it), and `out` becomes that model fine-tuned on every planner split plus the rounds' splits so far
+    (`--init-from`, WORK/<split>). A round the manifest in `out` already lists is skipped under --resume."""
     import shutil
 
     from plan_stack.cli import main as cli_main
 
-    split, options = ONPOLICY_ROUNDS[args.robot]
-    before = work / "before_onpolicy"
+    rounds = ONPOLICY_ROUNDS[args.robot]
+    split, options = rounds[index]
+    done = [r.get("split") for r in _onpolicy_rounds(out)]
+    if args.resume and split in done:
+        log(f"onpolicy: round {index + 1} ({split}) is in {out}; skipped")
+        return 0
+    before = work / f"before_{split}"
     if not (args.resume and (before / "manifest.json").is_file()):
         if not (out / "manifest.json").is_file():
             log(f"onpolicy: no model in {out} to drive (run the target and drafter stages first)")
             return 2
         shutil.rmtree(before, ignore_errors=True)
         shutil.copytree(out, before)
+    previous = _onpolicy_rounds(before)
     dest = os.path.join(args.data, split)
     argv = split_argv(args.robot, args.data, split, "--policy-model", os.fspath(before), *options)
     if not glob.glob(os.path.join(dest, "*.json")):
         t0 = time.monotonic()
-        log(f"onpolicy: recording {split} driven by {before}: plan-stack {' '.join(argv)}")
+        log(f"onpolicy: round {index + 1}, recording {split} driven by {before}: plan-stack {' '.join(argv)}")
         code = cli_main(argv)
         if code:
             log(f"onpolicy: record-demos failed (exit {code})")
             return code
         log(f"onpolicy: recorded in {(time.monotonic() - t0) / 60:.1f} min")
     tune = argparse.Namespace(**{**vars(args), "init_from": str(before), "out": str(out),
-                                 "work": str(work / "onpolicy"), "stages": "target,drafter", "record": False,
+                                 "work": str(work / split), "stages": "target,drafter", "record": False,
                                  "target_steps": recipe.onpolicy_target_steps,
                                  "target_lr": recipe.onpolicy_target_lr,
                                  "drafter_steps": recipe.onpolicy_drafter_steps,
-                                 "extra_split": [*args.extra_split, split]})
+                                 "extra_split": [*args.extra_split, *(s for s, _ in rounds[:index + 1])]})
     code = run(tune)
     if code:
         return code
     path = out / "manifest.json"
     manifest = json.loads(path.read_text())
-    manifest["data"]["onpolicy_round"] = {"split": split, "recorded_with": " ".join(["plan-stack", *argv]),
-                                          "policy": "the target and drafter stages' model (initialised_from)"}
+    manifest["data"]["onpolicy_rounds"] = [*previous, {
+        "split": split, "recorded_with": " ".join(["plan-stack", *argv]),
+        "policy": "the model before this round (initialised_from)"}]
     path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return 0
 
 
+def _onpolicy_rounds(model_dir: Path) -> list[dict]:
+    """The on-policy rounds the manifest in `model_dir` says its model went through (none without one)."""
+    path = model_dir / "manifest.json"
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text()).get("data", {})
+    return list(data.get("onpolicy_rounds", []))
+
+
 def record_splits(robot: str, data: str, log) -> None:
     """Record every split of `SPLITS[robot]` that `data` lacks (episode seeds fixed, so reproducible); the
-    on-policy round's split needs a model to drive and is recorded by that stage."""
+    on-policy rounds' splits need a model to drive and are recorded by that stage."""
     from plan_stack.cli import main as cli_main
 
     for split, (seed, episodes) in SPLITS[robot].items():
-        if split == ONPOLICY_ROUNDS.get(robot, ("",))[0]:
+        if split in {name for name, _ in ONPOLICY_ROUNDS.get(robot, ())}:
             continue
         dest = os.path.join(data, split)
         if os.path.isdir(dest) and os.listdir(dest):

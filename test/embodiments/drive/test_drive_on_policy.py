@@ -46,6 +46,24 @@ def test_plan_delay_releases_each_plan_after_its_latency_in_stamp_order():
     for bad in (-0.1, math.nan):
         with pytest.raises(ValueError):
             PlanDelay(bad)
+    with pytest.raises(ValueError, match="max_latency_s"):
+        PlanDelay(0.3, 0.2)
+    with pytest.raises(ValueError, match="policy_latency_max_s"):
+        DriveRecordOptions(policy_latency_s=0.3, policy_latency_max_s=0.2)
+
+
+def test_plan_delay_draws_each_latency_from_its_range_and_never_reorders():
+    d = PlanDelay(0.1, 0.5, seed=3)
+    for i in range(200):
+        d.put(0.05 * i, [i])
+    lat = np.array(d.latencies_s)
+    assert lat.min() >= 0.1 - 1e-12 and lat.max() <= 0.5 + 1e-12 and lat.std() > 0.05
+    released = [p[0] for t in np.arange(0.0, 12.0, 0.01) for _, p in d.due(float(t))]
+    assert released == list(range(200))  # every plan, in order, though drawn delays would overtake
+    again = PlanDelay(0.1, 0.5, seed=3)
+    for i in range(200):
+        again.put(0.05 * i, [i])
+    assert again.latencies_s == d.latencies_s  # seeded: an episode's delays are reproducible
     with pytest.raises(ValueError, match="perturbation and policy_model"):
         DriveRecordOptions(perturbation=0.1, policy_model="drive")
 

@@ -10,8 +10,10 @@ The path from image to motion is the graph's, minus DDS: the image fitted as
 library), and `drive.bridge.DriveBridge` (the drive_bridge node's library),
 which anchors each plan at the pose of its image's stamp, refuses what the
 node refuses and stops the car by its watchdog. The planner's latency is a
-fixed delay (`PlanDelay`): a plan made from the image at t reaches the bridge
-at t + latency, as it does through the graph.
+delay (`PlanDelay`): a plan made from the image at t reaches the bridge at
+t + latency, as it does through the graph, where it varies from plan to plan
+(e2e p50 / p95 ≈ 150 / 400 ms of sim time at `--rtf 0.5`), so it can be drawn
+per plan from a range.
 """
 from __future__ import annotations
 
@@ -72,22 +74,39 @@ class PlannerDriver:
 
 
 class PlanDelay:
-    """Plans in flight: each is released `latency_s` after its image's stamp, in stamp order."""
+    """Plans in flight: each is released `latency_s` after its image's stamp, in stamp order.
 
-    def __init__(self, latency_s: float) -> None:
+    With `max_latency_s` above `latency_s`, each plan's latency is drawn uniformly from
+    [latency_s, max_latency_s] (`seed`); a plan never overtakes the one before it (the planner node
+    publishes in order), so its release is at least the previous one's."""
+
+    def __init__(self, latency_s: float, max_latency_s: float | None = None, seed: int = 0) -> None:
         if not math.isfinite(latency_s) or latency_s < 0:
             raise ValueError(f"latency_s: a finite delay >= 0 s, got {latency_s}")
-        self.latency_s = latency_s
-        self._queue: collections.deque[tuple[float, Sequence[Primitive]]] = collections.deque()
+        hi = latency_s if max_latency_s is None else max_latency_s
+        if not math.isfinite(hi) or hi < latency_s:
+            raise ValueError(f"max_latency_s: a finite delay >= latency_s ({latency_s} s), got {max_latency_s}")
+        self.latency_s, self.max_latency_s = latency_s, hi
+        self._rng = np.random.default_rng(seed)
+        self._queue: collections.deque[tuple[float, float, Sequence[Primitive]]] = collections.deque()
+        self._last: tuple[float, float] | None = None  # (stamp, release) of the newest plan put
+        self.latencies_s: list[float] = []
 
     def put(self, stamp_s: float, primitives: Sequence[Primitive]) -> None:
-        if self._queue and stamp_s < self._queue[-1][0]:
-            raise ValueError(f"stamp_s: {stamp_s} is older than the plan before it ({self._queue[-1][0]})")
-        self._queue.append((stamp_s, primitives))
+        if self._last is not None and stamp_s < self._last[0]:
+            raise ValueError(f"stamp_s: {stamp_s} is older than the plan before it ({self._last[0]})")
+        latency = self.latency_s
+        if self.max_latency_s > self.latency_s:
+            latency = float(self._rng.uniform(self.latency_s, self.max_latency_s))
+        release = stamp_s + latency if self._last is None else max(stamp_s + latency, self._last[1])
+        self.latencies_s.append(release - stamp_s)
+        self._last = (stamp_s, release)
+        self._queue.append((release, stamp_s, primitives))
 
     def due(self, now_s: float) -> list[tuple[float, Sequence[Primitive]]]:
         """(stamp, primitives) of every plan that has arrived by `now_s`, oldest first."""
         out = []
-        while self._queue and self._queue[0][0] + self.latency_s <= now_s + 1e-9:
-            out.append(self._queue.popleft())
+        while self._queue and self._queue[0][0] <= now_s + 1e-9:
+            _, stamp, primitives = self._queue.popleft()
+            out.append((stamp, primitives))
         return out

@@ -80,9 +80,11 @@ class DriveRecordOptions:
     perturbation: float = 0.0
     #: on-policy demonstrations: the planner model directory that drives (empty: the expert drives)
     policy_model: str = ""
-    #: its decoder, and the delay from an image to its plan reaching the bridge (the graph's planner latency)
+    #: its decoder, and the delay from an image to its plan reaching the bridge (the graph's planner latency);
+    #: with policy_latency_max_s above it, each plan's delay is drawn from [policy_latency_s, policy_latency_max_s]
     policy_decoder: str = "vflash"
     policy_latency_s: float = 0.3
+    policy_latency_max_s: float = 0.0
 
     def __post_init__(self) -> None:
         check_image_size(self.width, self.height)
@@ -95,6 +97,10 @@ class DriveRecordOptions:
             raise ValueError(f"perturbation: a finite std >= 0 in rad, got {self.perturbation}")
         if not math.isfinite(self.policy_latency_s) or self.policy_latency_s < 0:
             raise ValueError(f"policy_latency_s: a finite delay >= 0 s, got {self.policy_latency_s}")
+        if not math.isfinite(self.policy_latency_max_s) or (
+                self.policy_latency_max_s and self.policy_latency_max_s < self.policy_latency_s):
+            raise ValueError(f"policy_latency_max_s: 0 (a fixed delay) or a finite delay >= policy_latency_s "
+                             f"({self.policy_latency_s} s), got {self.policy_latency_max_s}")
         if self.policy_model and self.perturbation:
             raise ValueError("perturbation and policy_model: pushes are for the expert's driving; with a policy "
                              "driving, its own errors move the car")
@@ -216,7 +222,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     if policy is not None:
         policy.reset()
         bridge = DriveBridge(vehicle, DriveTrajectoryConfig(), DriveBridgeConfig())
-        in_flight = PlanDelay(options.policy_latency_s)
+        in_flight = PlanDelay(options.policy_latency_s, options.policy_latency_max_s or None, seed=seed)
         outcomes: collections.Counter = collections.Counter()
     times, poses, keys = [], [], []
     labels: list[tuple[np.ndarray, np.ndarray]] = []  # per keyframe, pushed or on policy: the expert's own path
@@ -300,6 +306,9 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         annotation["expert_labels"] = True  # keyframes are training labels whatever happened to the car
         annotation["driven_by"] = {
             "policy": str(policy.model_dir), "decoder": policy.decoder, "latency_s": options.policy_latency_s,
+            **({"latency_max_s": options.policy_latency_max_s,
+                "latency_median_s": _r(float(np.median(in_flight.latencies_s)), 3) if in_flight.latencies_s else None}
+               if options.policy_latency_max_s else {}),
             "labels": "expert path from each keyframe's state", "plans": policy.plans,
             "invalid_plans": policy.invalid, "bridge": dict(sorted(outcomes.items())),
             "plan_ms_p50": _r(float(np.median(policy.plan_ms)), 1) if policy.plan_ms else None,
