@@ -144,16 +144,18 @@ def test_located_centre_largest_is_the_biggest_box_in_view():
 
 def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkeypatch):
     import plan_stack.cli
-    from plan_stack.planning.training_cli import SPLITS, record_splits
+    from plan_stack.planning.training_cli import ONPOLICY_ROUNDS, SPLITS, record_splits
 
     calls = []
     monkeypatch.setattr(plan_stack.cli, "main", lambda argv: calls.append(argv) or 0)
     (tmp_path / "val").mkdir()
     (tmp_path / "val" / "drive_200000.json").write_text("{}")  # a recorded split is kept
     record_splits("drive", str(tmp_path), lambda msg: None)
-    # the on-policy split is the on-policy stage's: it needs the model the target and drafter stages write
+    # the on-policy rounds' splits are the on-policy stage's: each needs the model the stage before wrote
+    rounds = {split for split, _ in ONPOLICY_ROUNDS["drive"]}
+    assert rounds == {"onpolicy", "onpolicy2", "onpolicy3"}
     assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in SPLITS["drive"]
-                                                        if s not in ("val", "onpolicy")]
+                                                        if s != "val" and s not in rounds]
     for argv in calls:  # driving keyframes every 0.5 s in every split, train and held-out alike
         assert argv[argv.index("--keyframe-period") + 1] == "0.5"
 
