@@ -12,8 +12,8 @@ which anchors each plan at the pose of its image's stamp, refuses what the
 node refuses and stops the car by its watchdog. The planner's latency is a
 delay (`PlanDelay`): a plan made from the image at t reaches the bridge at
 t + latency, as it does through the graph, where it varies from plan to plan
-(e2e p50 / p95 ≈ 150 / 400 ms of sim time at `--rtf 0.5`), so it can be drawn
-per plan from a range.
+(e2e p50 ≈ 90-150 ms, p95 ≈ 290-400 ms of sim time at `--rtf 0.5`: medians
+over the drives of two held-out runs), so it can be drawn per plan from a range.
 """
 from __future__ import annotations
 
