@@ -71,7 +71,8 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
 #: delay from 0.1-0.5 s (through the graph it varies from plan to plan, `drive.policy.PlanDelay`); each
 #: round's model drove further on validation (one process, 15 seeds: 0 of 15 reached 60 s before the rounds,
 #: then 2, 6, 6, 11; mean drive 26.0, 38.8, 40.7, 45.0, 54.5 s; docs/closed_loop.md). Round 4 drives 120
-#: seeds: its model reaches 60 s in about half of them, and the drives it fails are the ones that teach.
+#: seeds: the model it starts from reached 60 s in about half of its drives, so it leaves the road less often
+#: and needs more drives to show as many of its own errors.
 OnpolicyRound = tuple[str, tuple[str, ...]]
 _LATENCY_RANGE = ("--policy-latency", "0.1", "--policy-latency-max", "0.5")
 ONPOLICY_ROUNDS: dict[str, tuple[OnpolicyRound, ...]] = {"drive": (
