@@ -24,10 +24,11 @@ Parts (each row runs its processes on a ROS domain of its own, reserved like the
             what the QoS promises), obs_per_s.
 * `idle`    one node per process with no input at all (wall clock, so its timers run):
             cpu_percent of the process over the window.
-* `sim`     `config/aloha.yaml` brought up in one process or one process per node (the config
-            has no planner, so no chunk is produced): the simulator's real-time factor
-            (sim-time advance of /clock / wall time, from a separate listener process) and CPU
-            per process. The `per_node` rows run the real `plan-stack up aloha [--processes]`.
+* `sim`     `config/aloha.yaml` brought up in one process or one process per node, with its models
+            (planner, chunker) or without them (`--sim-models`: #19's goal is the simulator and
+            the control path alone): the simulator's real-time factor (sim-time advance of /clock /
+            wall time, from a separate listener process) and CPU per process. The `per_node` rows
+            run the real `plan-stack up aloha [--processes]` (`--config` the file less the models).
 
 Rows are measured one after the other on a shared machine: compare ratios within one run, and
 read `load1` (the 1-minute load average when the row started) next to each row.
@@ -52,7 +53,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 BIG_SHM = os.path.join(REPO, "config", "fastdds_big_shm.xml")
 EXECUTORS = ("mt_spin_once", "per_node", "events")
 IDLE_NODES = ("stitcher", "aloha_bridge", "ingest", "chunker")
-COLUMNS = ("part", "executor", "mode", "node", "cpu_percent", "frames_received", "joints_received", "recall",
+COLUMNS = ("part", "executor", "mode", "models", "node", "cpu_percent", "frames_received", "joints_received", "recall",
            "obs_per_s", "rtf", "x_cpu", "load1")
 
 
@@ -202,6 +203,8 @@ def role_nodes(args) -> int:
         signal.signal(signal.SIGINT, lambda *_: stop.set())  # the sim rows stop processes with SIGINT
 
         def window():
+            if args.w1 <= args.w0:  # the sim rows: no window here (stopped by SIGINT, measured from outside)
+                return
             time.sleep(max(0.0, args.w0 - time.time()))
             c0 = time.process_time()
             ingest = next((n for n in nodes if n.get_name() == "ingest"), None)
@@ -343,23 +346,44 @@ def idle_row(executor: str, node: str, args, tmp: str, domain: int) -> dict:
             "cpu_percent": res["cpu_percent"], "load1": load}
 
 
-def sim_rows(executor: str, processes: bool, args, tmp: str, domain: int) -> list[dict]:
-    """Bring up config/aloha.yaml; RTF from /clock and CPU per process over the window."""
+#: the nodes that run learned models; `--sim-models without` leaves them out of the bring-up
+MODEL_NODES = ("planner", "chunker")
+
+
+def _config_without_models(tmp: str) -> str:
+    """config/aloha.yaml less MODEL_NODES, written to `tmp` (the simulator, bridge, ingest, stitcher, viz)."""
+    import yaml
+
+    from plan_stack.robot_config import resolve_config_path
+
+    with open(resolve_config_path("aloha")) as fh:
+        data = yaml.safe_load(fh)
+    for name in MODEL_NODES:
+        data["nodes"].pop(name, None)
+    path = os.path.join(tmp, "aloha_without_models.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(data, fh, sort_keys=False)
+    return path
+
+
+def sim_rows(executor: str, processes: bool, models: bool, args, tmp: str, domain: int) -> list[dict]:
+    """Bring up config/aloha.yaml (with or without MODEL_NODES); RTF from /clock and CPU per process."""
     from plan_stack.robot_config import load_robot_config
 
     env = _env(domain)
     load = _load1()
-    names = [s.name for s in load_robot_config("aloha").nodes]
+    names = [s.name for s in load_robot_config("aloha").nodes if models or s.name not in MODEL_NODES]
     settle = args.warmup + 8.0  # after the first /clock: the other nodes start, the chunker loads its model
     window = args.duration - args.warmup
-    tag = f"{executor}_{processes}"
+    tag = f"{executor}_{processes}_{models}"
     clock_out, ready = (os.path.join(tmp, f"clock_{tag}.{k}") for k in ("json", "ready"))
     clock = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--role", "clock", "--settle", str(settle),
                               "--window", str(window), "--ready", ready, "--out", clock_out], env=env)
     me = [sys.executable, os.path.abspath(__file__), "--role", "nodes", "--robot", "aloha", "--executor", executor,
           "--t-end", str(time.time() + 1e6)]
     if executor == "per_node":  # the real command
-        cmds = {"all": [sys.executable, "-m", "plan_stack.cli", "up", "aloha"] + (["--processes"] if processes else [])}
+        config = ["aloha"] if models else ["--config", _config_without_models(tmp)]
+        cmds = {"all": [sys.executable, "-m", "plan_stack.cli", "up", *config] + (["--processes"] if processes else [])}
     elif processes:
         cmds = {n: me + ["--nodes", n] for n in names}
     else:
@@ -403,19 +427,23 @@ def sim_rows(executor: str, processes: bool, args, tmp: str, domain: int) -> lis
                 p.wait()
     rtf = json.load(open(clock_out))["rtf"]
     mode = "processes" if processes else "one_process"
-    rows = [{"part": "sim", "executor": executor, "mode": mode, "node": "(all)", "cpu_percent": sum(cpu.values()),
-             "rtf": rtf, "load1": load}]
+    with_models = "with" if models else "without"
+    rows = [{"part": "sim", "executor": executor, "mode": mode, "models": with_models, "node": "(all)",
+             "cpu_percent": sum(cpu.values()), "rtf": rtf, "load1": load}]
     if len(cpu) > 1:
-        rows += [{"part": "sim", "executor": executor, "mode": mode, "node": k, "cpu_percent": v, "rtf": rtf,
-                  "load1": load} for k, v in sorted(cpu.items())]
+        rows += [{"part": "sim", "executor": executor, "mode": mode, "models": with_models, "node": k,
+                  "cpu_percent": v, "rtf": rtf, "load1": load} for k, v in sorted(cpu.items())]
     return rows
 
 
 def add_ratios(rows: list[dict]) -> None:
     """x_cpu: the baseline's CPU / this row's, same part, mode and node (> 1: cheaper than the baseline)."""
-    base = {(r["part"], r["mode"], r["node"]): r["cpu_percent"] for r in rows if r["executor"] == "mt_spin_once"}
+    def key(r: dict) -> tuple:
+        return r["part"], r["mode"], r.get("models"), r["node"]
+
+    base = {key(r): r["cpu_percent"] for r in rows if r["executor"] == "mt_spin_once"}
     for r in rows:
-        b = base.get((r["part"], r["mode"], r["node"]))
+        b = base.get(key(r))
         r["x_cpu"] = b / r["cpu_percent"] if b is not None and r["cpu_percent"] > 0 else math.nan
 
 
@@ -428,6 +456,9 @@ def main(argv=None) -> int:
                    choices=["one_process", "processes"],
                    help="one_process: `plan-stack up aloha` as it is (the shared process, and the config's "
                         "own_process nodes in their own); processes: with --processes")
+    p.add_argument("--sim-models", nargs="+", default=["with", "without"], choices=["with", "without"],
+                   help="with: config/aloha.yaml as it is (planner and chunker loaded); without: the config less "
+                        "them (#19's real-time goal: the simulator and the control path alone)")
     p.add_argument("--duration", type=float, default=12.0, help="s per ingest/sim row (warm-up included)")
     p.add_argument("--warmup", type=float, default=3.0, help="s excluded at the start of a row")
     p.add_argument("--startup", type=float, default=5.0, help="s allowed for the processes to start")
@@ -465,8 +496,9 @@ def main(argv=None) -> int:
             jobs += [(f"idle/{e}/{n}", lambda e=e, n=n: [idle_row(e, n, args, tmp, domain)])
                      for n in args.idle_nodes for e in args.executors]
         if "sim" in args.parts:
-            jobs += [(f"sim/{e}/{m}", lambda e=e, m=m: sim_rows(e, m == "processes", args, tmp, domain))
-                     for m in args.sim_modes for e in args.executors]
+            jobs += [(f"sim/{e}/{m}/{w}_models",
+                      lambda e=e, m=m, w=w: sim_rows(e, m == "processes", w == "with", args, tmp, domain))
+                     for w in args.sim_models for m in args.sim_modes for e in args.executors]
         for name, job in jobs:
             try:
                 rows += job()

@@ -63,3 +63,24 @@ def test_benchmark_prints_a_table_and_writes_its_json_rows(name, tmp_path):
     assert rows and all(columns <= set(r) for r in rows), columns - set(rows[0])
     header = res.stdout.splitlines()[0].split()
     assert set(header) & columns  # the printed table carries the same columns
+
+
+def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
+    """bench/graph.py's `--sim-models without` rows run config/aloha.yaml less the planner and the chunker,
+    as a file `plan-stack up --config` accepts, with every other node unchanged."""
+    import importlib.util
+
+    from plan_stack.robot_config import load_robot_config
+
+    spec = importlib.util.spec_from_file_location("graph_bench", BENCH / "graph.py")
+    graph = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BENCH))  # graph.py imports bench/report.py
+    try:
+        spec.loader.exec_module(graph)
+    finally:
+        sys.path.remove(str(BENCH))
+    full = {s.name: s for s in load_robot_config("aloha").nodes}
+    lean = {s.name: s for s in load_robot_config(graph._config_without_models(str(tmp_path))).nodes}
+    assert set(graph.MODEL_NODES) <= set(full)
+    assert set(lean) == set(full) - set(graph.MODEL_NODES)
+    assert all(lean[n].parameters == full[n].parameters for n in lean)
