@@ -68,3 +68,41 @@ def test_fit_ranges_cover_the_data_with_margins():
         assert rlo <= lo - 0.05 + 1e-9 and rhi >= hi + 0.05 - 1e-9
         assert rlo / 0.05 == pytest.approx(round(rlo / 0.05)) and rhi / 0.05 == pytest.approx(round(rhi / 0.05))
     merge_ranges(ranges)  # valid as a model's ranges
+
+
+def test_mirrored_keyframe_is_the_scene_seen_in_a_mirror():
+    """The road scene is symmetric about its centre line and the camera sits on the ego's axis: the render at
+    (x, -y, -yaw) is the render at (x, y, yaw) flipped left to right, and a ground path projects to the
+    mirrored pixel columns. `mirrored` makes that keyframe; arm keyframes are refused."""
+    from plan_stack.data.samples import mirrored
+    from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, FrontCamera
+    from plan_stack.embodiments.drive.vehicle import VehicleParams
+
+    sim = DriveSim(DriveSceneConfig(road_length_m=200.0, obstacles=0), VehicleParams(), offscreen_size=(64, 48))
+    cam = FrontCamera(sim, 64, 48)
+    path = np.stack([np.linspace(4, 30, 8), np.linspace(0.2, 2.5, 8), np.zeros(8)], 1)
+    views = []
+    for sign in (1, -1):
+        sim.state.x, sim.state.y, sim.state.yaw = 20.0, sign * 0.7, sign * 0.06
+        image = cam.render()
+        world = sim.ego_to_world(path * np.array([1, sign, 1]), (sim.state.x, sim.state.y, sim.state.yaw))
+        from plan_stack.embodiments.camera import project_points, world_to_camera
+
+        uv, _ = project_points(world_to_camera(world, sim.camera_pose()), cam.model)
+        views.append((image, uv))
+    cam.close()
+    (img, uv), (img_m, uv_m) = views
+    assert np.abs(img.astype(int) - img_m.astype(int)).mean() > 2.5  # the two poses do look different
+    kf = Keyframe("drive_1", 1, 0, 0.0, "drive", "follow the road", [img], [path], [uv], {"obstacle_0": (3, 4, 10, 9)},
+                  (64, 48))
+    m = mirrored(kf)
+    # up to the road's shading (one big lit box: its brighter half is not mirrored, <= 16 grey levels, inside
+    # the photometric jitter the target trains with)
+    diff = np.abs(m.images[0].astype(int) - img_m.astype(int)).max(-1)
+    assert diff.mean() < 2.5 and diff.max() < 24, (diff.mean(), diff.max())
+    np.testing.assert_allclose(m.points[0], path * np.array([1, -1, 1]))
+    np.testing.assert_allclose(m.uv[0], uv_m, atol=1e-6)
+    assert m.boxes == {"obstacle_0": (53, 4, 60, 9)} and m.episode == "drive_1:mirrored"
+    np.testing.assert_allclose(mirrored(m).images[0], img)
+    with pytest.raises(ValueError, match="ground paths"):
+        mirrored(_kf())

@@ -173,6 +173,19 @@ def test_perturb_is_an_aloha_transfer_cube_and_drive_option(tmp_path, capsys):
     assert not any(p for p in tmp_path.iterdir() if p.name.endswith(".json") or (p / "metadata.yaml").exists())
 
 
+def test_displace_is_a_drive_option_of_two_numbers(tmp_path, capsys):
+    assert cli_main(["record-demos", "--robot", "aloha", "--displace", "1,0.1", "--out", str(tmp_path)]) == 2
+    assert "--robot drive only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli_main(["record-demos", "--robot", "drive", "--displace", "1", "--out", str(tmp_path)])
+    assert "M,RAD" in capsys.readouterr().err
+    assert cli_main(["record-demos", "--robot", "drive", "--displace", "1,-0.1", "--out", str(tmp_path)]) == 2
+    assert "displacement" in capsys.readouterr().err
+    assert cli_main(["record-demos", "--robot", "drive", "--displace", "1,0.1", "--policy-model", "drive",
+                     "--out", str(tmp_path)]) == 2
+    assert not any(tmp_path.iterdir())
+
+
 def test_perturbed_recording_labels_each_keyframe_with_the_pushes_it_could_see(recorded, tmp_path):
     """Before the first push the labels are the plain demonstration's; after a push the path starts where
     the pushed arm is and comes back to the expert's path by the end of the sub-task."""

@@ -223,16 +223,16 @@ def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_p
         ("onpolicy", ("--duration", "1")),
         ("onpolicy2", ("--duration", "1", "--policy-latency", "0.1", "--policy-latency-max", "0.5"))))
     opts = DriveRecordOptions(width=112, height=112, duration_s=1.0, camera_rate_hz=2.0, keyframe_period_s=0.5)
-    for split in ("train", "val", "recovery"):
+    for split in ("train", "val", *TC.PLANNER_EXTRA_SPLITS["drive"]):
         record_episode(SPLITS["drive"][split][0], tmp_path / "data" / split, opts)
     out, work = tmp_path / "model", tmp_path / "work"
     assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(work),
                  "--out", str(out), "--target-steps", "2", "--drafter-steps", "2",
                  "--stages", "target,drafter,onpolicy"]) == 0
     first = json.loads((work / "before_onpolicy" / "manifest.json").read_text())
-    assert first["data"]["planner_trains_on"] == ["train", "recovery"]
+    assert first["data"]["planner_trains_on"] == ["train", "recovery", "displaced"]
     second = json.loads((work / "before_onpolicy2" / "manifest.json").read_text())
-    assert second["data"]["planner_trains_on"] == ["train", "recovery", "onpolicy"]
+    assert second["data"]["planner_trains_on"] == ["train", "recovery", "displaced", "onpolicy"]
     assert second["initialised_from"]["model_dir"] == str(work / "before_onpolicy")
     recorded = json.loads((tmp_path / "data" / "onpolicy" / "drive_600000.json").read_text())
     assert recorded["expert_labels"] and recorded["driven_by"]["policy"] == str(work / "before_onpolicy")
@@ -241,7 +241,7 @@ def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_p
     assert recorded2["driven_by"]["policy"] == str(work / "before_onpolicy2")
     assert recorded2["driven_by"]["latency_max_s"] == 0.5
     tuned = json.loads((out / "manifest.json").read_text())
-    assert tuned["data"]["planner_trains_on"] == ["train", "recovery", "onpolicy", "onpolicy2"]
+    assert tuned["data"]["planner_trains_on"] == ["train", "recovery", "displaced", "onpolicy", "onpolicy2"]
     assert tuned["initialised_from"]["model_dir"] == str(work / "before_onpolicy2")
     assert tuned["coordinate_ranges"] == first["coordinate_ranges"]
     rounds = tuned["data"]["onpolicy_rounds"]

@@ -24,11 +24,28 @@ from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.quantisation import Ranges
 from plan_stack.planning.tool_call import tool_call_text
 
-__all__ = ["primitives_of", "response_tokens", "make_sample", "fit_ranges", "SPACE"]
+__all__ = ["primitives_of", "response_tokens", "make_sample", "fit_ranges", "mirrored", "SPACE"]
 
 #: metric space and axes of each robot kind's 3D part
 SPACE = {"dual_3d": ("robot", ("x", "y", "z")), "dual_2d3d": ("robot", ("x", "y", "z")),
          "robot_2d3d": ("robot", ("x", "y", "z")), "drive_2d3d": ("drive", ("x", "y"))}
+
+
+def mirrored(kf: Keyframe) -> Keyframe:
+    """The keyframe mirrored left to right: images flipped, lateral offsets (y) negated, pixel columns u ->
+    W - 1 - u (a camera centred on the ego's axis, principal point at (W - 1) / 2). For ground paths only:
+    the road is symmetric about its centre line and so is the expert, so the mirrored scene is one the
+    expert could have driven; an arm scene is not symmetric."""
+    if any(p.shape[1] != 3 or np.any(p[:, 2] != 0) for p in kf.points):
+        raise ValueError(f"{kf.episode} keyframe {kf.index}: mirroring is for ground paths (z = 0)")
+    w = kf.camera_size[0]
+    return Keyframe(
+        f"{kf.episode}:mirrored", kf.seed, kf.index, kf.t_s, kf.instruction, kf.subtask,
+        [np.ascontiguousarray(im[:, ::-1]) for im in kf.images],
+        [p * np.array([1.0, -1.0, 1.0]) for p in kf.points],
+        [np.stack([(w - 1) - uv[:, 0], uv[:, 1]], axis=1) for uv in kf.uv],
+        {name: ((w - 1) - b[2], b[1], (w - 1) - b[0], b[3]) for name, b in kf.boxes.items()},
+        kf.camera_size)
 
 
 def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[PrimitiveFields]]]:

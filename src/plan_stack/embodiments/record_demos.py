@@ -23,7 +23,8 @@ ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.i
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
 _ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation", "miss": "miss_m",
              "pick_only": "pick_only", "policy_model": "policy_model", "policy_decoder": "policy_decoder",
-             "policy_latency": "policy_latency_s", "policy_latency_max": "policy_latency_max_s"}
+             "policy_latency": "policy_latency_s", "policy_latency_max": "policy_latency_max_s",
+             "displace": "displacement"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,12 +61,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-latency-max", type=float, default=None, metavar="S",
                         help="drive only: draw each plan's delay uniformly from [--policy-latency, this] (the "
                              "graph's latency varies from plan to plan; default: a fixed delay)")
+    parser.add_argument("--displace", type=_metres_radians, default=None, metavar="M,RAD",
+                        help="drive only: displacement demonstrations: every 2-4 s the car's pose jumps sideways "
+                             "by up to M metres and turns by up to RAD radians (uniform), the expert drives back, "
+                             "paths annotated from each keyframe's state (default: none)")
     parser.add_argument("--miss", type=float, default=None, metavar="M",
                         help="franka only: recovery demonstrations whose first grasp closes M to 1.5 M metres "
                              "beside the cube; the expert reopens and picks it (default 0: none)")
     parser.add_argument("--pick-only", action="store_const", const=True, default=None,
                         help="franka only: record each episode until the grasp closes (the approach images); "
                              "success = the cube held")
+
+
+def _metres_radians(text: str) -> tuple[float, float]:
+    try:
+        m, rad = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected M,RAD (two numbers), got {text!r}") from None
+    return m, rad
 
 
 def _options(args: argparse.Namespace):

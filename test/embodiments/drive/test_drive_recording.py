@@ -111,3 +111,47 @@ def test_recovery_demonstration_labels_the_experts_path_without_the_pushes(tmp_p
         elif np.abs(np.array(kf["xy"]) - driven).max() > 0.1:
             differ += 1
     assert quiet >= 2 and differ >= 3, (quiet, differ)
+
+
+def test_pose_jumps_are_seeded_on_the_planning_grid_within_their_bounds():
+    from plan_stack.embodiments.drive.recording import JUMP_GAP_S, PUSH_FIRST_S, pose_jumps
+
+    a = pose_jumps(5, 60.0, 1.0, 0.15, 0.5)
+    assert a == pose_jumps(5, 60.0, 1.0, 0.15, 0.5) and a != pose_jumps(6, 60.0, 1.0, 0.15, 0.5)
+    assert a[0].t_s == PUSH_FIRST_S and all(j.t_s < 60.0 for j in a)
+    assert all(abs(j.t_s / 0.5 - round(j.t_s / 0.5)) < 1e-9 for j in a)
+    gaps = np.diff([j.t_s for j in a])
+    assert gaps.min() >= JUMP_GAP_S[0] - 1e-9 and gaps.max() <= JUMP_GAP_S[1] + 0.5
+    assert max(abs(j.dy_m) for j in a) <= 1.0 and max(abs(j.dyaw_rad) for j in a) <= 0.15
+    assert max(abs(j.dy_m) for j in a) > 0.5  # uniform, not all tiny
+    for bad in ((0.0, 0.0), (-1.0, 0.1), (float("inf"), 0.1)):
+        with pytest.raises(ValueError):
+            pose_jumps(5, 60.0, *bad, 0.5)
+    with pytest.raises(ValueError, match="displacement"):
+        DriveRecordOptions(displacement=(1.0, -0.1))
+    with pytest.raises(ValueError, match="policy_model"):
+        DriveRecordOptions(displacement=(1.0, 0.1), policy_model="drive")
+
+
+def test_displacement_demonstration_jumps_the_pose_and_labels_the_way_back(tmp_path):
+    """At an applied jump the odometry steps sideways, and that keyframe's label is the expert's path from the
+    moved pose: it ends along the road again (in the ego frame, turned by minus the car's yaw), on the road."""
+    opts = DriveRecordOptions(width=48, height=36, duration_s=16.0, camera_rate_hz=1.0, keyframe_period_s=0.5,
+                              displacement=(1.0, 0.15))
+    ann = record_episode(3, tmp_path, opts)
+    assert ann["expert_labels"] and ann["displacement"]["max_dy_m"] == 1.0
+    applied = [j for j in ann["displacement"]["jumps"] if j["applied"]]
+    assert len(applied) >= 2 and max(abs(j["dyaw_rad"]) for j in applied) > 0.1, ann["displacement"]
+    t, poses = _odometry(tmp_path, "drive_0003")
+    by_t = {kf["t_s"]: kf for kf in ann["keyframes"]}
+    for j in applied:
+        i = int(np.searchsorted(t, j["t_s"] - 1e-6))
+        assert t[i] == pytest.approx(j["t_s"])
+        assert poses[i, 1] - poses[i - 1, 1] == pytest.approx(j["dy_m"], abs=0.05)
+        xy = np.array(by_t[j["t_s"]]["xy"])
+        _, y0, yaw0 = poses[i]
+        end_dir = math.atan2(*(xy[-1] - xy[-2])[::-1])
+        assert end_dir == pytest.approx(-yaw0, abs=0.08), (j, xy)
+        y_end = y0 + math.sin(yaw0) * xy[-1, 0] + math.cos(yaw0) * xy[-1, 1]
+        assert abs(y_end) < 3.5 - 0.9, (j, y_end)  # on the road, the car's half width from its edge
+    assert len(ann["keyframes"]) == int(opts.duration_s / opts.keyframe_period_s) + 1

@@ -108,3 +108,22 @@ def test_camera_sees_the_road_where_the_model_projects_it():
         assert not inside[0]
     finally:
         cam.close()
+
+
+def test_displace_moves_the_pose_only_where_it_stays_on_the_road_clear_of_obstacles():
+    scene = DriveSceneConfig(road_length_m=200.0, obstacles=1, first_obstacle_m=40.0)
+    sim = DriveSim(scene, VEH, seed=0)
+    sim.state.v = 5.0
+    sim.step(0.0, 0.0)
+    y0, yaw0, v0 = sim.state.y, sim.state.yaw, sim.state.v
+    assert sim.displace(0.5, 0.1)
+    assert (sim.state.y, sim.state.yaw, sim.state.v) == pytest.approx((y0 + 0.5, yaw0 + 0.1, v0))
+    assert sim.pose_at(sim.time_s)[1:] == pytest.approx((y0 + 0.5, yaw0 + 0.1))  # no stale pose at this instant
+    before = (sim.state.y, sim.state.yaw)
+    assert not sim.displace(-1.5, 0.0)  # beyond the right edge of the road
+    assert not sim.displace(0.0, 0.0, clear_ahead_m=60.0)  # the obstacle 40 m ahead is nearer than that
+    sim.state.x = sim.obstacles[0].x - 1.0
+    assert not sim.displace(sim.obstacles[0].y - sim.state.y, -sim.state.yaw)  # onto the obstacle
+    assert (sim.state.y, sim.state.yaw) == before and not sim.left_road and sim.collided_with is None
+    with pytest.raises(ValueError, match="finite"):
+        sim.displace(float("nan"), 0.0)

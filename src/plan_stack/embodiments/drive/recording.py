@@ -26,6 +26,13 @@ of the same expert, follower and vehicle model): the driven path would hold
 the pushes still to come, which no image shows. Without pushes both are the
 same path (a test checks it).
 
+Displacement demonstrations (`displacement` > 0): every few seconds the
+car's pose jumps sideways and turns (`pose_jumps`, `DriveSim.displace`),
+at a replanning instant, and the expert drives back from there; keyframes
+are labelled by `expert_path` as above. The jumps reach the off-centre,
+heading-for-the-edge states where the learned planner's drives fail, which
+pushes the follower fights rarely do.
+
 On-policy demonstrations (`policy` given, DAgger): the learned planner drives
 (`drive.policy`: image -> plan -> drive_bridge -> follower, with the
 planner's latency), the expert only labels: every keyframe's waypoints are the
@@ -57,7 +64,7 @@ from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams, step
 
 __all__ = ["FORMAT", "INSTRUCTION", "DriveRecordOptions", "record_episode", "TOPICS", "ego_waypoints",
-           "SteeringPush", "recovery_pushes", "push_offset", "expert_path"]
+           "SteeringPush", "recovery_pushes", "push_offset", "expert_path", "PoseJump", "pose_jumps"]
 
 FORMAT = "plan_stack.drive_annotation/1"
 INSTRUCTION = "drive along the road, keep in lane and avoid the obstacles"
@@ -85,6 +92,9 @@ class DriveRecordOptions:
     policy_decoder: str = "vflash"
     policy_latency_s: float = 0.3
     policy_latency_max_s: float = 0.0
+    #: displacement demonstrations: the largest sideways jump (m) and turn (rad) of the car's pose, drawn
+    #: uniformly every few seconds (`pose_jumps`; (0, 0): none)
+    displacement: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         check_image_size(self.width, self.height)
@@ -101,6 +111,11 @@ class DriveRecordOptions:
                 self.policy_latency_max_s and self.policy_latency_max_s < self.policy_latency_s):
             raise ValueError(f"policy_latency_max_s: 0 (a fixed delay) or a finite delay >= policy_latency_s "
                              f"({self.policy_latency_s} s), got {self.policy_latency_max_s}")
+        if len(self.displacement) != 2 or not all(math.isfinite(v) and v >= 0 for v in self.displacement):
+            raise ValueError(f"displacement: (metres, radians), finite and >= 0, got {self.displacement}")
+        if self.policy_model and any(self.displacement):
+            raise ValueError("displacement and policy_model: jumps are for the expert's driving; with a policy "
+                             "driving, its own errors move the car")
         if self.policy_model and self.perturbation:
             raise ValueError("perturbation and policy_model: pushes are for the expert's driving; with a policy "
                              "driving, its own errors move the car")
@@ -135,6 +150,44 @@ def recovery_pushes(seed: int, duration_s: float, std_rad: float) -> list[Steeri
         pushes.append(SteeringPush(onset, float(rng.uniform(*PUSH_HOLD_S)), float(rng.normal(0.0, std_rad))))
         onset += float(rng.uniform(*PUSH_GAP_S))
     return pushes
+
+
+#: pose jumps of a displacement demonstration: the first after PUSH_FIRST_S, then one every JUMP_GAP_S
+#: (uniform [min, max]), each at a replanning instant (the expert plans from the moved pose at once).
+#: Why: the planner's closed-loop failures start off the lane centre with the car heading for the road's edge
+#: (3-12 deg, docs/closed_loop.md), and at such keyframes its plans went straight on or the wrong way (the
+#: lateral offset it planned 8 m ahead was 0.02-0.21 of the expert's in the last 5 s before 12 failures of
+#: round 4's on-policy drives); steering pushes rarely reach these states because the follower fights them.
+JUMP_GAP_S = (2.0, 4.0)
+#: no jump with an obstacle nearer ahead than this: the expert needs about a lane change's length (25 m) to
+#: pass one from an unexpected pose (with no such rule 4 of 20 displaced drives collided)
+JUMP_CLEAR_AHEAD_M = 25.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PoseJump:
+    t_s: float
+    dy_m: float
+    dyaw_rad: float
+
+
+def pose_jumps(seed: int, duration_s: float, max_dy_m: float, max_dyaw_rad: float,
+               period_s: float) -> list[PoseJump]:
+    """The seeded pose jumps of a displacement demonstration: instants on the `period_s` grid, offsets
+    uniform in [-max, max] (the simulator refuses a jump off the road or into an obstacle: `DriveSim.displace`)."""
+    if not (math.isfinite(max_dy_m) and math.isfinite(max_dyaw_rad)) or min(max_dy_m, max_dyaw_rad) < 0 or not (
+            max_dy_m or max_dyaw_rad):
+        raise ValueError(f"pose jumps: finite maxima >= 0, not both 0; got {max_dy_m} m, {max_dyaw_rad} rad")
+    rng = np.random.default_rng([seed, 0x1E4F])
+    out, t = [], PUSH_FIRST_S
+    while t < duration_s:
+        t = period_s * math.ceil(t / period_s - 1e-9)
+        if t >= duration_s:
+            break
+        out.append(PoseJump(t, float(rng.uniform(-max_dy_m, max_dy_m)),
+                            float(rng.uniform(-max_dyaw_rad, max_dyaw_rad))))
+        t += float(rng.uniform(*JUMP_GAP_S))
+    return out
 
 
 def push_offset(pushes: list[SteeringPush], t_s: float) -> float:
@@ -219,6 +272,12 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     # drive on so the last keyframe has a full future (on policy the labels are rollouts of their own)
     end_s = options.duration_s + (0.0 if on_policy else options.horizon_s)
     pushes = recovery_pushes(seed, options.duration_s, options.perturbation) if options.perturbation else []
+    displaced = any(options.displacement)
+    jumps = collections.deque(pose_jumps(seed, options.duration_s, *options.displacement, driver.replan_s)
+                              if displaced else [])
+    jumped: list[dict[str, Any]] = []
+    # on policy or displaced, every keyframe is the expert's label from where the car is: stop at the road's edge
+    stop_off_road = on_policy or displaced
     if policy is not None:
         policy.reset()
         bridge = DriveBridge(vehicle, DriveTrajectoryConfig(), DriveBridgeConfig())
@@ -234,8 +293,12 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
             for o in sim.obstacles])
         writer.write("/ground_truth/obstacles", 0.0, pose_array)
         k = 0
-        while sim.time_s < end_s - 1e-9 and sim.collided_with is None and not (on_policy and sim.left_road):
+        while sim.time_s < end_s - 1e-9 and sim.collided_with is None and not (stop_off_road and sim.left_road):
             t, st = sim.time_s, sim.state
+            if jumps and k % plan_every == 0 and t >= jumps[0].t_s - 1e-9:
+                j = jumps.popleft()
+                jumped.append({"t_s": _r(t), "dy_m": _r(j.dy_m), "dyaw_rad": _r(j.dyaw_rad),
+                               "applied": sim.displace(j.dy_m, j.dyaw_rad, clear_ahead_m=JUMP_CLEAR_AHEAD_M)})
             times.append(t)
             poses.append((st.x, st.y, st.yaw))
             if k % plan_every == 0:  # on policy too: the expert's lane choice follows the car
@@ -266,7 +329,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                     keys.append((t, sim.camera_pose(), {n: b for n, b in boxes.items() if b is not None}))
                     if policy is not None:
                         in_flight.put(t, policy(img, t))
-                    if pushes or on_policy:
+                    if pushes or on_policy or displaced:
                         labels.append(expert_path(sim, expert, follower, limits, k, plan_every, options.horizon_s,
                                                   replan_now=on_policy))
             cmd = follower.command(sim.state, sim.time_s)
@@ -302,6 +365,11 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         annotation["perturbation"] = {"std_rad": options.perturbation, "labels": "expert path without pushes",
                                       "pushes": [{"onset_s": _r(p.onset_s), "hold_s": _r(p.hold_s),
                                                   "offset_rad": _r(p.offset_rad)} for p in pushes]}
+    if displaced:
+        annotation["expert_labels"] = True  # each keyframe is the expert's path from where the car is
+        annotation["displacement"] = {"max_dy_m": options.displacement[0], "max_dyaw_rad": options.displacement[1],
+                                      "labels": "expert path from each keyframe's state, without later jumps",
+                                      "jumps": jumped}
     if policy is not None:
         annotation["expert_labels"] = True  # keyframes are training labels whatever happened to the car
         annotation["driven_by"] = {

@@ -228,6 +228,29 @@ class DriveSim:
     def footprint(self) -> np.ndarray:
         return self.vehicle.footprint(self.state.x, self.state.y, self.state.yaw)
 
+    def displace(self, dy_m: float, dyaw_rad: float, edge_margin_m: float = 0.1, clear_ahead_m: float = 0.0) -> bool:
+        """Move the ego sideways by `dy_m` and turn it by `dyaw_rad` in place (speed and steering kept);
+        False, and nothing moved, where the moved footprint would come within `edge_margin_m` of the road's
+        edge or overlap an obstacle, or an obstacle lies less than `clear_ahead_m` ahead of the ego. For
+        recording recovery data: the planner's own failures put the car off-centre heading for the edge, a
+        state the expert never drives into."""
+        s = self.state
+        if not (math.isfinite(dy_m) and math.isfinite(dyaw_rad)):
+            raise ValueError(f"displace: finite offsets required, got dy {dy_m} m, dyaw {dyaw_rad} rad")
+        fp = self.vehicle.footprint(s.x, s.y + dy_m, s.yaw + dyaw_rad)
+        if np.abs(fp[:, 1]).max() > self.scene.road_half_width_m - edge_margin_m:
+            return False
+        if any(abs(o.x - s.x) < self._near_m and _rects_overlap(fp, o.corners()) for o in self.obstacles):
+            return False
+        if any(0.0 <= o.x - o.half_length - s.x < clear_ahead_m for o in self.obstacles):
+            return False
+        s.y += dy_m
+        s.yaw += dyaw_rad
+        if self._history and self._history[-1][0] == self.time_s:  # the pose at this instant is the moved one
+            self._history.pop()
+        self._record()
+        return True
+
     def _record(self) -> None:
         s = self.state
         self._history.append((self.time_s, s.x, s.y, s.yaw))
