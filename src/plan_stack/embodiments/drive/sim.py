@@ -216,17 +216,25 @@ class DriveSim:
         self.time_s += self.scene.timestep_s
         self._record()
         fp = self.footprint()
-        if np.abs(fp[:, 1]).max() > self.scene.road_half_width_m:
+        if self._off_road(fp):
             self.left_road = True
         if self.collided_with is None:
-            for i, o in enumerate(self.obstacles):
-                if abs(o.x - self.state.x) < self._near_m and _rects_overlap(fp, o.corners()):
-                    self.collided_with = i
-                    break
+            self.collided_with = self._obstacle_hit(fp)
         return self.state
 
     def footprint(self) -> np.ndarray:
         return self.vehicle.footprint(self.state.x, self.state.y, self.state.yaw)
+
+    def _off_road(self, fp: np.ndarray, margin_m: float = 0.0) -> bool:
+        """A footprint corner is beyond the road's edge less `margin_m`."""
+        return bool(np.abs(fp[:, 1]).max() > self.scene.road_half_width_m - margin_m)
+
+    def _obstacle_hit(self, fp: np.ndarray) -> int | None:
+        """Index of the first obstacle the footprint overlaps (None: none); only obstacles near the ego's x."""
+        for i, o in enumerate(self.obstacles):
+            if abs(o.x - self.state.x) < self._near_m and _rects_overlap(fp, o.corners()):
+                return i
+        return None
 
     def displace(self, dy_m: float, dyaw_rad: float, edge_margin_m: float = 0.1, clear_ahead_m: float = 0.0) -> bool:
         """Move the ego sideways by `dy_m` and turn it by `dyaw_rad` in place (speed and steering kept);
@@ -238,9 +246,7 @@ class DriveSim:
         if not (math.isfinite(dy_m) and math.isfinite(dyaw_rad)):
             raise ValueError(f"displace: finite offsets required, got dy {dy_m} m, dyaw {dyaw_rad} rad")
         fp = self.vehicle.footprint(s.x, s.y + dy_m, s.yaw + dyaw_rad)
-        if np.abs(fp[:, 1]).max() > self.scene.road_half_width_m - edge_margin_m:
-            return False
-        if any(abs(o.x - s.x) < self._near_m and _rects_overlap(fp, o.corners()) for o in self.obstacles):
+        if self._off_road(fp, edge_margin_m) or self._obstacle_hit(fp) is not None:
             return False
         if any(0.0 <= o.x - o.half_length - s.x < clear_ahead_m for o in self.obstacles):
             return False
