@@ -259,7 +259,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     bag_path = new_bag_path(out_dir, stem)
     sim = DriveSim(scene, vehicle, seed=seed, offscreen_size=(options.width, options.height))
     camera = FrontCamera(sim, options.width, options.height)
-    expert, follower = ScriptedDriver(scene, driver), PurePursuit(vehicle, FollowerConfig())
+    expert, follower = ScriptedDriver(scene, driver, vehicle), PurePursuit(vehicle, FollowerConfig())
     limits = DriveTrajectoryConfig(cruise_speed_mps=driver.cruise_speed_mps)
     writer = BagWriter(bag_path, TOPICS)
     T = writer.ts.types
