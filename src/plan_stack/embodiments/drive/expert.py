@@ -16,8 +16,8 @@ before, so the labels of states the expert did not drive into itself
 camera sees. In the expert's own driving these rules plan exactly what a
 lane memory and fixed 25 m changes planned (every plan of the 200 recorded
 train, validation and held-out seeds compared): it turns out 45 m before an
-obstacle and its plans pass it. `run_episode` drives them through the bridge's conversion (`trajectory.convert_waypoints`) and the
-simulator's pure-pursuit follower, and reports whether the car stayed on
+obstacle and its plans pass it. `run_episode` drives them through the
+bridge's conversion (`trajectory.convert_waypoints`) and the simulator's pure-pursuit follower, and reports whether the car stayed on
 the road without hitting anything.
 """
 from __future__ import annotations
@@ -69,11 +69,16 @@ class ScriptedDriver:
     def _blocked(self, lane: int, x0: float, x1: float, obstacles: list[Obstacle]) -> bool:
         return any(o.lane == lane and o.x + o.half_length > x0 and o.x - o.half_length < x1 for o in obstacles)
 
+    def _next_obstacle(self, lane: int, x: float, obstacles: list[Obstacle], behind_m: float = 0.0) -> Obstacle | None:
+        """The obstacle in `lane` with the nearest rear among those whose front is ahead of x - behind_m."""
+        ahead = [o for o in obstacles if o.lane == lane and o.x + o.half_length > x - behind_m]
+        return min(ahead, key=lambda o: o.x - o.half_length, default=None)
+
     def _gap_ahead(self, lane: int, x: float, obstacles: list[Obstacle], behind_m: float = 0.0) -> float:
-        """Distance from the ego's x to the rear of the next obstacle in `lane` whose front is ahead of
-        x - behind_m (negative: alongside or just passed; inf: none)."""
-        return min((o.x - o.half_length - x for o in obstacles if o.lane == lane and o.x + o.half_length > x - behind_m),
-                   default=math.inf)
+        """Distance from the ego's x to the rear of `_next_obstacle` (negative: alongside or just passed; inf:
+        none)."""
+        o = self._next_obstacle(lane, x, obstacles, behind_m)
+        return math.inf if o is None else o.x - o.half_length - x
 
     def lane_of(self, y: float) -> int:
         """The lane whose centre is nearest to `y`."""
@@ -93,16 +98,14 @@ class ScriptedDriver:
                 self._gap_ahead(lane, x, obstacles, cfg.clearance_m), lane == here, -abs(lane - here)))
         return self.lane
 
-    def _lane_change_m(self, x: float, y: float, lane_y: float, obstacles: list[Obstacle]) -> float:
-        """For a change out of the car's lane: `lane_change_m`, or the longest shorter change (not below
+    def _lane_change_m(self, x: float, y: float, here: int, lane_y: float, obstacles: list[Obstacle]) -> float:
+        """For a change out of the car's lane `here`: `lane_change_m`, or the longest shorter change (not below
         `min_lane_change_m`) whose path is `pass_margin_m` clear of the next obstacle in the car's lane when the
         car's front reaches it."""
-        cfg, veh, here = self.cfg, self.vehicle, self.lane_of(y)
-        move = lane_y - y
-        ahead = [o for o in obstacles if o.lane == here and o.x + o.half_length > x]
-        if not ahead:
+        cfg, veh, move = self.cfg, self.vehicle, lane_y - y
+        o = self._next_obstacle(here, x, obstacles)
+        if o is None:
             return cfg.lane_change_m
-        o = min(ahead, key=lambda o: o.x)
         reach_m = o.x - o.half_length - (veh.length_m - veh.rear_overhang_m) - x  # rear axle when the front is there
         clear = o.half_width + 0.5 * veh.width_m + cfg.pass_margin_m
         need = (clear - (y - o.y) * math.copysign(1.0, move)) / abs(move)  # fraction of the move done by then
@@ -116,9 +119,9 @@ class ScriptedDriver:
     def plan(self, x: float, y: float, yaw: float, obstacles: list[Obstacle]) -> np.ndarray:
         """[P, 3] ego-frame waypoints (x forward, y left, z = 0), spaced by arc length (horizon 0)."""
         cfg = self.cfg
-        lane = self.choose_lane(x, y, obstacles)
+        here, lane = self.lane_of(y), self.choose_lane(x, y, obstacles)
         lane_y = self.scene.lane_center_y(lane)
-        change_m = self._lane_change_m(x, y, lane_y, obstacles) if lane != self.lane_of(y) else cfg.lane_change_m
+        change_m = self._lane_change_m(x, y, here, lane_y, obstacles) if lane != here else cfg.lane_change_m
         xs = x + cfg.spacing_m * np.arange(1, cfg.waypoints + 1)
         u = np.clip((xs - x) / change_m, 0.0, 1.0)
         ys = y + (lane_y - y) * u * u * (3 - 2 * u)
