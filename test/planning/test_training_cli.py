@@ -153,7 +153,7 @@ def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkey
     record_splits("drive", str(tmp_path), lambda msg: None)
     # the on-policy rounds' splits are the on-policy stage's: each needs the model the stage before wrote
     rounds = {split for split, _ in ONPOLICY_ROUNDS["drive"]}
-    assert rounds == {"onpolicy", "onpolicy2", "onpolicy3", "onpolicy4"}
+    assert rounds == {"onpolicy", "onpolicy2", "onpolicy3", "onpolicy4", "onpolicy6"}
     assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in SPLITS["drive"]
                                                         if s != "val" and s not in rounds]
     for argv in calls:  # driving keyframes every 0.5 s in every split, train and held-out alike

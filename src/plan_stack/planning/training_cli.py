@@ -42,7 +42,8 @@ SPLITS: dict[str, dict[str, tuple[int, int]]] = {
     "franka": {"train": (0, 200), "val": (200000, 20), "heldout": (100000, 20), "pick": (500000, 1000)},
     "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20), "recovery": (400000, 80),
               "onpolicy": (600000, 60), "onpolicy2": (610000, 60),
-              "onpolicy3": (620000, 60), "onpolicy4": (630000, 120), "displaced": (700000, 120)},
+              "onpolicy3": (620000, 60), "onpolicy4": (630000, 120), "onpolicy6": (650000, 60),
+              "displaced": (700000, 120)},
 }
 #: splits the planner (target and drafter; the action heads only where the recipe's `head_extra_splits`
 #: names them) trains on besides `train` -> the extra record-demos options they are recorded with.
@@ -75,7 +76,10 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
 #: round's model drove further on validation (one process, 15 seeds: 0 of 15 reached 60 s before the rounds,
 #: then 2, 6, 6, 11; mean drive 26.0, 38.8, 40.7, 45.0, 54.5 s; docs/closed_loop.md). Round 4 drives 120
 #: seeds: the model it starts from reached 60 s in about half of its drives, so it leaves the road less often
-#: and needs more drives to show as many of its own errors.
+#: and needs more drives to show as many of its own errors. Round 5 is `onpolicy6` (650000-650059; the name
+#: keeps the split the shipped model was fine-tuned on): `onpolicy5` (640000-640119), round 4's own drives,
+#: made the model drive worse and was dropped; `onpolicy6`, driven by round 4 after `displaced` and the
+#: mirrored images, took held-out drives through the graph from 13 to 20 of 20 (docs/closed_loop.md).
 OnpolicyRound = tuple[str, tuple[str, ...]]
 _LATENCY_RANGE = ("--policy-latency", "0.1", "--policy-latency-max", "0.5")
 ONPOLICY_ROUNDS: dict[str, tuple[OnpolicyRound, ...]] = {"drive": (
@@ -83,6 +87,7 @@ ONPOLICY_ROUNDS: dict[str, tuple[OnpolicyRound, ...]] = {"drive": (
     ("onpolicy2", ("--duration", "60", *_LATENCY_RANGE)),
     ("onpolicy3", ("--duration", "60", *_LATENCY_RANGE)),
     ("onpolicy4", ("--duration", "60", *_LATENCY_RANGE)),
+    ("onpolicy6", ("--duration", "60", *_LATENCY_RANGE)),
 )}
 #: record-demos options of every split of a robot (beside the common image size and camera rate).
 #: Driving: a keyframe every 0.5 s (default 1 s): the lane changes the planner must learn are short, and
