@@ -6,9 +6,9 @@
 Why: a guard against arm collisions would refuse trajectories whose commanded poses bring the grippers into
 each other, and its threshold must come from validation seeds, not the held-out ones (docs/closed_loop.md).
 The controller commands of each bag are replayed through the same followers as the simulated controllers
-(`closed_loop.replay`), every `--dt` s the arms are set to the commanded reference (the right finger mirrors
-the left), and the smallest signed distance between a left and a right gripper or finger geom is kept
-(MuJoCo `mj_geomDistance`; negative = interpenetration).
+(`closed_loop.replay`), every `--dt` s the arms are set to the commanded reference
+(`AlohaSim.set_joint_positions`), and the smallest signed distance between a left and a right gripper or
+finger geom is kept (MuJoCo `mj_geomDistance`; negative = interpenetration).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def min_clearance(bag: Path, seed: int, dt: float = 0.01) -> tuple[float, float,
     import mujoco
 
     from plan_stack.closed_loop.replay import _read_run
-    from plan_stack.embodiments.aloha.model import ARM_JOINTS, JOINT_NAMES
+    from plan_stack.embodiments.aloha.model import JOINT_NAMES
     from plan_stack.embodiments.aloha.sim import AlohaSim, RigControllers
 
     commands, _, last = _read_run(bag, set(JOINT_NAMES))
@@ -39,8 +39,6 @@ def min_clearance(bag: Path, seed: int, dt: float = 0.01) -> tuple[float, float,
                 and ("gripper" in n or "finger" in n) and (m.geom_contype[i] or m.geom_conaffinity[i])]
 
     left, right = gripper_geoms("left"), gripper_geoms("right")
-    qpos_adr = [m.joint(f"vx300s_{a}/{j}").qposadr[0] for a in ("left", "right")
-                for j in (*ARM_JOINTS, "left_finger")]
     controllers = RigControllers()
     end = last if last is not None else commands[-1][0] + 1.0
     best, best_t, best_pair = np.inf, 0.0, ""
@@ -50,10 +48,7 @@ def min_clearance(bag: Path, seed: int, dt: float = 0.01) -> tuple[float, float,
         while k < len(commands) and commands[k][0] <= t + 1e-9:
             controllers.followers[commands[k][1]].set_trajectory(commands[k][2], t)
             k += 1
-        q = controllers.command(t)
-        d.qpos[qpos_adr] = q
-        for a in range(2):
-            d.qpos[qpos_adr[7 * a + 6] + 1] = -q[7 * a + 6]
+        sim.set_joint_positions(controllers.command(t))
         mujoco.mj_kinematics(m, d)
         for i in left:
             for j in right:

@@ -82,12 +82,17 @@ class AlohaSim:
         for adr, pose in zip(self._obj_adr, object_poses):
             self.data.qpos[adr:adr + 7] = pose
         start = np.array([*START_ARM_POSE, START_GRIPPER_M] * 2)
-        self.data.qpos[self._qpos_adr] = start
-        for a in range(2):  # right finger mirrors the left one
-            self.data.qpos[self._qpos_adr[7 * a + 6] + 1] = -START_GRIPPER_M
+        self.set_joint_positions(start)
         self.set_command(start)
         mj.mj_forward(self.model, self.data)
         return object_poses
+
+    def set_joint_positions(self, q_joint: np.ndarray) -> None:
+        """Place the 14 joints (joint units; each right finger mirrors its left one) without stepping the physics:
+        the start pose, or a commanded pose whose contacts are to be checked (run `mj_kinematics` after)."""
+        q = np.asarray(q_joint, dtype=float).reshape(14)
+        self.data.qpos[self._qpos_adr] = q
+        self.data.qpos[self._qpos_adr[[6, 13]] + 1] = -q[[6, 13]]
 
     def set_command(self, q_joint: np.ndarray) -> np.ndarray:
         """Position targets for the 14 joints (joint units); returns what was sent after clipping to ctrlrange."""

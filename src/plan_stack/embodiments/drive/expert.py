@@ -67,7 +67,9 @@ class ScriptedDriver:
         self.lane = scene.start_lane  # the lane chosen last (for callers; the choice does not read it)
 
     def _blocked(self, lane: int, x0: float, x1: float, obstacles: list[Obstacle]) -> bool:
-        return any(o.lane == lane and o.x + o.half_length > x0 and o.x - o.half_length < x1 for o in obstacles)
+        """An obstacle in `lane` overlaps [x0, x1]: the next one from x0 starts before x1."""
+        o = self._next_obstacle(lane, x0, obstacles)
+        return o is not None and o.x - o.half_length < x1
 
     def _next_obstacle(self, lane: int, x: float, obstacles: list[Obstacle], behind_m: float = 0.0) -> Obstacle | None:
         """The obstacle in `lane` with the nearest rear among those whose front is ahead of x - behind_m."""
