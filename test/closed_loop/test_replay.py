@@ -55,6 +55,7 @@ def test_the_replayed_rig_follows_the_commands(tmp_path):
     assert 0.9 * commanded < turn["peak_rad_s"] < 1.3 * commanded
     assert 0.2 < turn["peak_t_s"] < 0.8
     assert turn["steps_over"] == 0 and turn["peak_on_grid_rad_s"] <= turn["peak_rad_s"]
+    assert 0.0 < turn["peak_tracking_error_rad"] < 0.1  # a free turn is followed closely
     assert np.isnan(turn["bag_peak_rad_s"])  # no /joint_states in this bag
     assert rows["left_wrist_rotate"]["peak_rad_s"] < 0.05 * commanded  # nothing commanded the left arm
 
@@ -76,6 +77,8 @@ def test_a_peak_from_the_arms_colliding_is_attributed_to_their_contact(tmp_path)
     assert touched and all("vx300s_left/" in r["arm_contact"] and "vx300s_right/" in r["arm_contact"]
                            for r in touched)
     assert all(r["peak_t_s"] > 0.1 for r in touched)  # during the motion, not at the start
+    # pressed into each other, the servos fall behind their references: what the bridge's protective stop sees
+    assert max(r["peak_tracking_error_rad"] for r in rows.values()) > 0.2
     plain = tmp_path / "turn"
     _bag(plain, [(0.1, _wrist_turn(0.6, 0.6, 0.1))])
     assert not any(r["arm_contact"] for r in replay(plain, seed=3))

@@ -1,6 +1,8 @@
 """ArmBridge: the arm bridges' decisions without ROS (commands, watchdog, goals, clock reset)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,13 @@ from plan_stack.embodiments.arm_bridge import (
     GoalStep,
     WatchdogState,
 )
-from plan_stack.embodiments.validation import GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, INVALID_JOINTS, SUCCESSFUL
+from plan_stack.embodiments.validation import (
+    GOAL_TOLERANCE_VIOLATED,
+    INVALID_GOAL,
+    INVALID_JOINTS,
+    PATH_TOLERANCE_VIOLATED,
+    SUCCESSFUL,
+)
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.limits import Limits
 
@@ -252,3 +260,79 @@ def test_a_late_command_with_a_bad_point_in_its_past_is_refused_not_trimmed():
     bad = Trajectory(NAMES, 1.0, late.times_s, pos, late.velocities, late.accelerations)
     acc = _bridge(ArmBridgeSettings(**{**SETTINGS.__dict__, "late_join_s": 0.1})).accept(bad, 1.005)
     assert not acc.verdict.ok and "non-finite" in acc.verdict.message and not acc.verdict.curve
+
+
+# --- protective stop -------------------------------------------------------------------
+
+COLLISION = dataclasses.replace(SETTINGS, collision_tracking_error=np.array([0.2, np.inf]))
+
+
+def _measure(b: ArmBridge, q, stamp_s: float, now_s: float):
+    b.on_joint_state(np.array(q, float), stamp_s)
+    return b.check_collision(now_s)
+
+
+def test_tracking_error_over_the_threshold_stops_and_holds_where_measured():
+    b = _bridge(COLLISION)
+    assert b.accept(_move([1.0, 0.5], duration=2.0), 0.0).verdict.ok
+    for k in range(1, 10):  # following the reference: no stop
+        t = 0.02 * k
+        assert _measure(b, b.reference(t).positions, t, t + 0.004) is None
+    lagging = b.reference(0.2).positions - [0.25, 0.0]  # joint a held back by 0.25 rad: an obstacle
+    stop = _measure(b, lagging, 0.2, 0.204)
+    assert stop is not None and stop.joint == "a" and stop.error == pytest.approx(0.25, abs=0.01)
+    assert "collision" in stop.reason and b.protective_stop is stop
+    # a is held where measured (no more push), b keeps its present reference (a gripper keeps its grasp)
+    assert stop.command.positions[0, 0] == pytest.approx(lagging[0])
+    assert stop.command.positions[0, 1] == pytest.approx(b.reference(0.204).positions[1])
+    assert b.reference(1.5).positions == pytest.approx(stop.command.positions[0])  # the goal is not resumed
+
+
+def test_the_reference_is_taken_at_the_measurements_stamp():
+    """States that arrive 0.24 s after they were measured, on a joint moving at up to 0.94 rad/s: compared with
+    the reference when they were measured (not now, 0.2 rad further on), they are no collision."""
+    move = _move([1.0, 0.0], duration=1.6)
+    twin = _bridge()  # the same command on a second bridge: the reference at any past time
+    assert twin.accept(move, 0.0).verdict.ok
+    grid = [0.02 * k for k in range(80)]
+    past = {round(t, 2): twin.reference(t).positions.copy() for t in grid}
+    b = _bridge(COLLISION)
+    assert b.accept(move, 0.0).verdict.ok
+    lag, gap = 0.24, 0.0
+    for t in grid[1:]:
+        stamp = round(max(t - lag, 0.0), 2)
+        assert _measure(b, past[stamp], stamp, t) is None, t
+        gap = max(gap, float(np.abs(b.reference(t).positions - past[stamp]).max()))
+    assert gap > 0.2  # what a comparison with the present reference would have taken for a collision
+
+
+def test_a_stop_refuses_commands_ends_goals_and_clears_on_reset():
+    b = _bridge(COLLISION)
+    acc = b.accept(_move([1.0, 0.0], duration=2.0), 0.0)
+    monitor = b.monitor(acc, 0.0)
+    assert _measure(b, [-0.3, 0.0], 0.1, 0.104) is not None
+    step = monitor.step(0.11, False)
+    assert step.outcome is GoalOutcome.PROTECTIVE_STOP and step.error_code == PATH_TOLERANCE_VIOLATED
+    refused = b.accept(_move([0.0, 0.0]), 0.2)
+    assert not refused.verdict.ok and "reset_protective_stop" in refused.verdict.message and refused.command is None
+    assert _measure(b, [-0.9, 0.0], 0.3, 0.304) is None  # latched: one stop, not one per joint state
+    assert b.reset_protective_stop() is not None and b.protective_stop is None
+    assert b.reset_protective_stop() is None
+    assert b.accept(_move([0.0, 0.0]), 0.4).verdict.ok
+
+
+def test_a_clock_reset_clears_a_stop():
+    b = _bridge(COLLISION)
+    assert _measure(b, [0.5, 0.0], 0.02, 0.03) is not None
+    b.clock_reset()
+    assert b.protective_stop is None
+    assert b.on_joint_state(np.zeros(2), 0.0)  # the reset robot's first state
+    assert b.accept(_move([0.1, 0.0]), 0.0).verdict.ok
+
+
+def test_no_thresholds_no_check_and_a_wrong_count_is_an_error():
+    b = _bridge()
+    assert _measure(b, [1.5, 0.0], 0.02, 0.03) is None
+    with pytest.raises(ValueError, match="collision_tracking_error"):
+        ArmBridge(NAMES, LIMITS, dataclasses.replace(SETTINGS, collision_tracking_error=np.array([0.2])),
+                  np.array([True, True]), np.array([0.05, 0.05]))

@@ -65,7 +65,8 @@ def summarize(rows: list[dict]) -> dict:
                success_rate=round(sum(bool(r["success"]) for r in rows) / len(rows), 3) if rows else None,
                limit_violations=sum(int(r.get("limit_violations") or 0) for r in rows),
                bridge_rejections=sum(int(r.get("bridge_rejections") or 0) for r in rows),
-               safety_faults=sum(int(r.get("safety_faults") or 0) for r in rows))
+               safety_faults=sum(int(r.get("safety_faults") or 0) for r in rows),
+               protective_stops=sum(bool(r.get("protective_stop")) for r in rows))
     for key in ("e2e_latency_p50_ms", "e2e_latency_p95_ms", "planner_latency_p50_ms", "chunker_latency_p50_ms",
                 "stitcher_latency_p50_ms", "bridge_latency_p50_ms", "ingest_latency_p50_ms", "plan_age_p50_s",
                 "sim_time_s", "wall_s"):
@@ -164,7 +165,7 @@ def _row_line(r: dict) -> str:
     return (f"seed {r['seed']}: {verdict} ({r['reason']}); sim {r['sim_time_s']:.1f} s, wall {r['wall_s']:.0f} s, "
             f"plans {r.get('plans')}, chunks {r.get('chunks')}, trajectories {r.get('trajectories')}, "
             f"limit violations {r.get('limit_violations')}, safety faults {r.get('safety_faults')}, "
-            f"e2e p50/p95 {r.get('e2e_latency_p50_ms')}/"
+            f"{'protective stop, ' if r.get('protective_stop') else ''}e2e p50/p95 {r.get('e2e_latency_p50_ms')}/"
             f"{r.get('e2e_latency_p95_ms')} ms")
 
 

@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{row['sim_time_s']:.1f} s sim, {row['plans']} plans, {row['chunks']} chunks, {row['trajectories']} "
           f"trajectories, {row['bridge_rejections']} refused by the bridge, {row['limit_violations']} limit "
           f"violations; end to end p50 {row['e2e_latency_p50_ms']} ms")
+    if row.get("protective_stop"):
+        print(f"the bridge stopped the arms: {row['protective_stop']}")
     print(f"bag: {bag}  contact sheet: {sheet if drawn else '(no camera frames)'}  {plan_note}")
     return 0 if row["success"] else 1
 

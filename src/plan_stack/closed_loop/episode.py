@@ -318,6 +318,7 @@ class _Monitor:
         self.first_violation: str | None = None
         self.first_rejection: str | None = None
         self.safety_reports: list[str] = []  # distinct ERROR `<sim>: safety` messages (collisions), in order
+        self.protective_stop: str | None = None  # the bridge's first ERROR `<bridge>: protective_stop` message
         self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
@@ -503,6 +504,9 @@ class _Monitor:
                     if s.message not in self.safety_reports:
                         self.safety_reports.append(s.message)
                         self.sig.safety_faults = len(self.safety_reports)
+            elif s.name == f"{self.setup.bridge}: protective_stop" and s.level == DiagnosticStatus.ERROR:
+                with self.lock:
+                    self.protective_stop = self.protective_stop or s.message[:300]
             elif s.name.startswith("stitcher: "):
                 found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
                          and kv.value.isdigit()}
@@ -579,6 +583,7 @@ class _Monitor:
         with self.lock:
             out["safety_faults"] = len(self.safety_reports)  # ALOHA: arm collisions; driving: collision/departure
             out["first_safety_fault"] = self.safety_reports[0][:300] if self.safety_reports else None
+            out["protective_stop"] = self.protective_stop  # the bridge held the arms: a collision (ALOHA)
             out.update({f"stitcher_{k}": self.stitcher_counts.get(k) for k in _STITCHER_COUNTERS})
         out.update(criterion_of(self.opts.robot).row(sig))
         out.update(self.lat.summary())

@@ -8,15 +8,17 @@ the timing of that run and seldom repeats when the seed is run again. The bag of
 to the same followers (`TrajectoryFollower`, JTC semantics) at the sim time the recorder received them, on
 the same seed's scene, the physics repeats the run's joint motion deterministically (measured: seed
 100015's right `wrist_rotate` at 3.54 rad/s at 5.50 s in the run, 3.54 rad/s at 5.504 s in the replay). Model
-changes (`--damping`) can then be tried against that very motion. The rig is today's model, wrist
-servo damping (`aloha.model.SERVO_DAMPING`) included; `--damping JOINT=0` gives a joint gym-aloha's undamped
-servo back (the rig of runs recorded before 2026-12-04; the figures above were measured on it).
+changes (`--damping`) can then be tried against that very motion. The rig is today's model, servo
+damping (`aloha.model.SERVO_DAMPING`) included; `--damping JOINT=0` gives a joint gym-aloha's undamped
+servo back (the rig of runs recorded before 2026-12-04 for the wrists, before 2026-12-05 for the waist,
+shoulder and elbow; the figures above were measured on it).
 
 Reports, per arm joint, the peak speed at the physics rate (2 ms) and on the joint-state grid, the time of
 the peak and how many physics steps were over `STATE_VELOCITY_FACTOR` x the URDF velocity limit (the
-check of `closed_loop.episode`), the arms' contact (geoms) when the peak came within `CONTACT_WINDOW_S` of the
-two arms touching (a collision's impulse, not control: docs/closed_loop.md, 2026-12-04), and the
-same peaks from the bag's `/joint_states` for comparison.
+check of `closed_loop.episode`), the peak tracking error |reference - measured| (what `aloha_bridge`'s
+protective stop compares with `collision_tracking_error`), the arms' contact (geoms) when the peak came
+within `CONTACT_WINDOW_S` of the two arms touching (a collision's impulse, not control: docs/closed_loop.md,
+2026-12-04), and the same peaks from the bag's `/joint_states` for comparison.
 """
 from __future__ import annotations
 
@@ -111,6 +113,7 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
     peak_t = np.zeros(len(arms))
     peak_grid = np.zeros(len(arms))
     over = np.zeros(len(arms), dtype=int)
+    track = np.zeros(len(arms))
     contact_at_peak = [""] * len(arms)
     last_contact: tuple[float, str] = (-np.inf, "")  # the newest arm-arm contact (sim s, geoms)
     k = step = 0
@@ -119,9 +122,11 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
         while k < len(commands) and commands[k][0] <= t + 1e-9:
             controllers.followers[commands[k][1]].set_trajectory(commands[k][2], t)
             k += 1
-        sim.set_command(controllers.command(t))
+        command = controllers.command(t)
+        sim.set_command(command)
         sim.step()
         step += 1
+        np.maximum(track, np.abs(command[arms] - sim.joint_positions()[arms]), out=track)
         v = np.abs(sim.joint_velocities()[arms])
         touching = sim.arm_contacts()
         if touching:
@@ -140,7 +145,8 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
         bag_peak, bag_t = recorded.get(name, (float("nan"), float("nan")))
         rows.append(dict(joint=name, limit_rad_s=round(float(v_lim[n]), 4), peak_rad_s=round(float(peak[n]), 3),
                          peak_t_s=round(float(peak_t[n]), 3), peak_on_grid_rad_s=round(float(peak_grid[n]), 3),
-                         steps_over=int(over[n]), arm_contact=contact_at_peak[n],
+                         steps_over=int(over[n]), peak_tracking_error_rad=round(float(track[n]), 3),
+                         arm_contact=contact_at_peak[n],
                          bag_peak_rad_s=round(bag_peak, 3), bag_peak_t_s=round(bag_t, 3)))
     return rows
 
@@ -169,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     except ReplayError as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return 2
-    print(f"{'joint':22s} {'limit':>6s} {'peak':>6s} {'at s':>7s} {'grid':>6s} {'over':>5s} {'bag peak':>8s} "
-          f"{'at s':>7s}  arm contact at the peak")
+    print(f"{'joint':22s} {'limit':>6s} {'peak':>6s} {'at s':>7s} {'grid':>6s} {'over':>5s} {'track':>6s} "
+          f"{'bag peak':>8s} {'at s':>7s}  arm contact at the peak")
     for r in rows:
         print(f"{r['joint']:22s} {r['limit_rad_s']:6.2f} {r['peak_rad_s']:6.2f} {r['peak_t_s']:7.3f} "
-              f"{r['peak_on_grid_rad_s']:6.2f} {r['steps_over']:5d} {r['bag_peak_rad_s']:8.2f} "
+              f"{r['peak_on_grid_rad_s']:6.2f} {r['steps_over']:5d} {r['peak_tracking_error_rad']:6.3f} "
+              f"{r['bag_peak_rad_s']:8.2f} "
               f"{r['bag_peak_t_s']:7.3f}  {r['arm_contact'] or '-'}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

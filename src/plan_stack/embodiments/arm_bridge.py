@@ -16,8 +16,14 @@ convert messages, hold the lock, publish the commands and report.
 * Goals (`GoalMonitor`): tracking error against the measured joints,
   feedback pacing, preemption by a newer command, cancel (a stop within
   the acceleration limits), goal and goal-time tolerances.
+* Protective stop (`check_collision`): a joint measured further from the
+  reference than its `collision_tracking_error` is taken for a collision:
+  the arms are held where they are measured (the servos stop pushing into
+  what they hit; grippers keep their reference, so a held object stays
+  held) and every command is refused until `reset_protective_stop`.
 * Clock reset (`clock_reset`): the reference and the measured state are
-  forgotten; commands are refused until joint states arrive again.
+  forgotten (a protective stop too); commands are refused until joint states
+  arrive again.
 * What it executes: every command returned here (accepted trajectory,
   watchdog hold, stop) is the trajectory in force from its stamp on; before
   the first one, `hold` (the reference where the first joint state put it).
@@ -38,6 +44,7 @@ import numpy as np
 from plan_stack.embodiments.validation import (
     GOAL_TOLERANCE_VIOLATED,
     INVALID_GOAL,
+    PATH_TOLERANCE_VIOLATED,
     SUCCESSFUL,
     Verdict,
     check_trajectory,
@@ -47,10 +54,13 @@ from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, T
 from plan_stack.trajectory.limits import Limits
 
 __all__ = ["ArmBridgeSettings", "ArmBridge", "Acceptance", "WatchdogState", "WatchdogDecision", "GoalOutcome",
-           "GoalStep", "GoalMonitor", "PREEMPTED"]
+           "GoalStep", "GoalMonitor", "PREEMPTED", "ProtectiveStop"]
 
 #: Reference samples a goal keeps to compare each measurement with the reference at its stamp.
 _HISTORY_LEN = 200
+#: Reference samples (one per joint state) the collision check keeps to find the reference at a measurement's
+#: stamp; a joint state older than all of them is compared with the oldest.
+_COLLISION_HISTORY_LEN = 16
 PREEMPTED = "preempted by a newer trajectory"
 
 
@@ -72,6 +82,25 @@ class ArmBridgeSettings:
     #: present reference to its next point is too short is accepted without its points due within this long
     #: (s) from now, when the curve joined that way passes the same check (0: refused as it is)
     late_join_s: float = 0.0
+    #: per channel (bridge joint order): a measurement further than this from the reference at its stamp is a
+    #: collision and makes a protective stop (inf: not checked; None: no collision check at all)
+    collision_tracking_error: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtectiveStop:
+    """Why the bridge stopped (the first joint over its collision threshold) and the hold it sent."""
+
+    time_s: float  # the measurement's stamp
+    joint: str
+    error: float
+    threshold: float
+    command: Trajectory
+
+    @property
+    def reason(self) -> str:
+        return (f"{self.joint} measured {self.error:.3f} from its reference at {self.time_s:.3f} s "
+                f"(collision_tracking_error {self.threshold:.3g}): a collision?")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +134,7 @@ class GoalOutcome(enum.Enum):
     CANCELED = "canceled"
     PREEMPTED = "preempted"
     TOLERANCE_VIOLATED = "goal tolerance violated"
+    PROTECTIVE_STOP = "protective stop"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +168,12 @@ class ArmBridge:
         self.seq = 0  # bumps on every command sent; a goal seeing another value was preempted
         self.hold_sent = False
         self._idle_since_s: float | None = None
+        self.protective_stop: ProtectiveStop | None = None  # latched until `reset_protective_stop`
+        self._reference_history: collections.deque = collections.deque(maxlen=_COLLISION_HISTORY_LEN)
+        thresholds = settings.collision_tracking_error
+        if thresholds is not None and np.shape(thresholds) != (len(self.names),):
+            raise ValueError(f"collision_tracking_error: expected {len(self.names)} values (one per joint of "
+                             f"{list(self.names)}), got {np.shape(thresholds)}")
 
     # --- inputs -----------------------------------------------------------------
 
@@ -162,10 +198,48 @@ class ArmBridge:
             return True
         return False
 
+    def check_collision(self, now_s: float) -> ProtectiveStop | None:
+        """After each joint state: the protective stop it causes (its hold is the command to send), else None.
+
+        The measurement is compared with the reference at its own stamp (interpolated between the references
+        sampled at the previous joint states' arrivals), so transport delay is not taken for tracking error.
+        A position servo pushed off its reference by an obstacle is the only sensor this needs."""
+        thresholds = self.settings.collision_tracking_error
+        if thresholds is None or self.follower is None or self.measured is None or self.protective_stop is not None:
+            return None
+        history = self._reference_history
+        history.append((now_s, self.follower.sample(now_s).positions.copy()))
+        times = np.array([h[0] for h in history])
+        k = int(np.searchsorted(times, self.measured_s))
+        if k == 0 or k == len(history):
+            reference = history[min(k, len(history) - 1)][1]
+        else:
+            (t0, r0), (t1, r1) = history[k - 1], history[k]
+            w = (self.measured_s - t0) / (t1 - t0) if t1 > t0 else 1.0
+            reference = r0 + w * (r1 - r0)
+        ratio = np.abs(self.measured - reference) / thresholds
+        j = int(np.argmax(ratio))
+        if not ratio[j] > 1.0:
+            return None
+        checked = np.isfinite(thresholds)
+        held = np.where(checked, self.measured, self.follower.sample(now_s).positions)
+        hold = self._send(self.follower, Trajectory(self.names, now_s, np.array([0.0]), held[None, :]), now_s)
+        self.protective_stop = ProtectiveStop(self.measured_s, self.names[j], float(abs(self.measured - reference)[j]),
+                                              float(thresholds[j]), hold)
+        return self.protective_stop
+
+    def reset_protective_stop(self) -> ProtectiveStop | None:
+        """An operator cleared the stop: commands are accepted again from the hold. The stop cleared, or None."""
+        stop, self.protective_stop = self.protective_stop, None
+        self._reference_history.clear()
+        return stop
+
     def clock_reset(self) -> None:
         """Time went back: forget the reference and the measured state; running goals end preempted."""
         self.follower = None
         self.measured = None
+        self.protective_stop = None
+        self._reference_history.clear()
         self.seq += 1
         self.hold_sent = False
         self._idle_since_s = None
@@ -192,6 +266,9 @@ class ArmBridge:
         """Validate a command against the present reference; when valid, the command to send."""
         if self.follower is None:
             return Acceptance(Verdict(False, INVALID_GOAL, "no joint_states received yet: the robot state is unknown"))
+        if self.protective_stop is not None:
+            return Acceptance(Verdict(False, INVALID_GOAL, f"protective stop: {self.protective_stop.reason}; "
+                                                           "commands are refused until reset_protective_stop"))
         start = traj.start_s(now_s)
         # The join is checked from the reference the follower will hand over from: at the stamp when the
         # message arrived early (another process's clock runs a few ms ahead), else now.
@@ -313,6 +390,9 @@ class GoalMonitor:
     def step(self, now_s: float, cancel_requested: bool) -> GoalStep:
         """One poll (bridge lock held). A cancel returns the stop command to send."""
         b = self._bridge
+        if b.protective_stop is not None:
+            return GoalStep(GoalOutcome.PROTECTIVE_STOP, PATH_TOLERANCE_VIOLATED,
+                            f"protective stop: {b.protective_stop.reason}")
         if b.seq != self.seq or b.follower is None:
             return GoalStep(GoalOutcome.PREEMPTED, INVALID_GOAL, PREEMPTED)
         self._history.append((now_s, b.follower.sample(now_s).positions))

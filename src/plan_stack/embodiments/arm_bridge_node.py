@@ -28,6 +28,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
@@ -92,6 +93,8 @@ class ArmBridgeNode(Node):
             callback_group=self._group,
         )
         self.create_timer(self.bridge.settings.watchdog_timeout_s / 4.0, self._watchdog, callback_group=self._group)
+        self.create_service(Trigger, "~/reset_protective_stop", self._on_reset_protective_stop,
+                            callback_group=self._group)
         on_clock_reset(self, self._on_clock_reset)
 
     # --- embodiment hooks ---------------------------------------------------------
@@ -106,11 +109,15 @@ class ArmBridgeNode(Node):
 
     def _settings(self, cfg) -> ArmBridgeSettings:
         """The shared bridge behaviour from the node config."""
+        collision = None
+        if cfg.collision_tracking_error:  # 0 for a joint: not checked
+            collision = np.asarray(cfg.collision_tracking_error, dtype=float)
+            collision = np.where(collision > 0.0, collision, np.inf)
         return ArmBridgeSettings(
             watchdog_timeout_s=cfg.watchdog_timeout, jump_tolerance=cfg.jump_tolerance,
             goal_time_tolerance_s=cfg.goal_time_tolerance_s, feedback_period_s=cfg.feedback_period_s,
             stop_deceleration_scale=cfg.stop_deceleration_scale, max_start_delay_s=cfg.max_start_delay_s,
-            late_join_s=cfg.late_join_s)
+            late_join_s=cfg.late_join_s, collision_tracking_error=collision)
 
     def _joint_to_stack(self, q: np.ndarray) -> np.ndarray:
         """joint_states positions (in `state_joint_names` order) -> stack vector."""
@@ -147,7 +154,10 @@ class ArmBridgeNode(Node):
         was; running goals end (preempted), and commands are refused until joint_states arrive again.
         """
         with self._lock:
+            stopped = self.bridge.protective_stop is not None
             self.bridge.clock_reset()
+        if stopped:
+            self.diagnostics.report("protective_stop", OK, "cleared by the clock reset", now=True)
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
         self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for "
                                 "joint_states", now=True)
@@ -176,6 +186,27 @@ class ArmBridgeNode(Node):
                 held = self.bridge.hold(self._now())
                 assert held is not None  # the bridge has its first state now
                 self._active_pub.publish(trajectory_to_cdr(held))
+                return
+            stop = self.bridge.check_collision(self._now())
+            if stop is not None:
+                self._command(stop.command)
+        if stop is not None:
+            self.get_logger().error(f"protective stop: {stop.reason}; arms held where measured, commands refused "
+                                    f"until {self.get_name()}/reset_protective_stop")
+            self.diagnostics.report("protective_stop", ERROR, f"protective stop: {stop.reason}", now=True,
+                                    joint=stop.joint, tracking_error=f"{stop.error:.4f}",
+                                    threshold=f"{stop.threshold:.4g}")
+
+    def _on_reset_protective_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """An operator saw to what the arms hit: accept commands again, from the hold in force."""
+        with self._lock:
+            stop = self.bridge.reset_protective_stop()
+        response.success = stop is not None
+        response.message = f"cleared: {stop.reason}" if stop is not None else "no protective stop to clear"
+        if stop is not None:
+            self.get_logger().warning(f"protective stop reset ({stop.reason})")
+            self.diagnostics.report("protective_stop", OK, "reset: commands accepted again", now=True)
+        return response
 
     def _on_stream(self, data: bytes) -> None:
         verdict = self._accept(data).verdict

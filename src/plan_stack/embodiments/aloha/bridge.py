@@ -64,6 +64,11 @@ class AlohaBridgeConfig:
         "a command delivered after its first point was due, refused only because the join from the present "
         "reference to its next point is too short, is accepted without its points due within this long (s), "
         "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
+    collision_tracking_error: tuple[float, ...] = param(
+        "per joint (bridge joint order): a joint measured further than this from the reference at its stamp "
+        "(rad; grippers normalised) is taken for a collision: protective stop, the arms held where measured and "
+        "every command refused until ~/reset_protective_stop; 0 = joint not checked, empty = no check",
+        (0.2, 0.2, 0.2, 0.35, 0.2, 0.3, 0.0, 0.2, 0.2, 0.2, 0.35, 0.2, 0.3, 0.0), min=0.0)
     command_latency_s: float = param(
         "s ahead of now that bridge-generated commands (cancel stops) start, so the controllers receive them "
         "before they are due and all switch at the same instant", 0.03, min=0.0, max=1.0)
@@ -80,6 +85,9 @@ class AlohaBridgeConfig:
         acc = self.acceleration_limits
         if isinstance(acc, tuple) and len(acc) != len(JOINT_NAMES):
             raise ConfigError(f"acceleration_limits: expected 1 or {len(JOINT_NAMES)} values, got {len(acc)}")
+        if len(self.collision_tracking_error) not in (0, len(JOINT_NAMES)):
+            raise ConfigError(f"collision_tracking_error: expected none or {len(JOINT_NAMES)} values (one per joint "
+                              f"of joint_names), got {len(self.collision_tracking_error)}")
 
     @property
     def controllers(self) -> dict[str, str]:

@@ -17,14 +17,18 @@ edited):
   overshoot. Damping acts as damped least-squares IK: the gripper's pose
   lags by a fraction of a degree instead (40 of 40 expert episodes still
   succeed, every command within the limit, measured in docs/aloha.md);
-* the three wrist servos of the joint-controlled models get a viscous damping
-  of 0.7 x critical (`SERVO_DAMPING`). gym-aloha's wrist servos are
-  proportional only (kp 10 / 50 / 20) on links of 0.7-5.7 g·m² and ring at
-  13-27 Hz: a commanded acceleration step made the measured speed overshoot
-  the commanded one by up to 40 %, over the URDF's velocity limit while
-  every published trajectory was inside it (docs/closed_loop.md, the
-  replay of seed 100015). Real ViperX servos (Dynamixel) close a velocity
-  loop and do not ring so; the expert still solves 20 of 20 held-out seeds;
+* every arm servo of the joint-controlled models gets a viscous damping of
+  0.7 x critical (`SERVO_DAMPING`). gym-aloha's servos are proportional only
+  and ring: the wrists (kp 10 / 50 / 20 on links of 0.7-5.7 g·m²) at
+  13-27 Hz, where a commanded acceleration step made the measured speed
+  overshoot the commanded one by up to 40 % (docs/closed_loop.md, the replay
+  of seed 100015); the waist, shoulder and elbow (kp 800 / 1600 / 800 on
+  53-111 g·m²) at about 20 Hz, where a fast swing (2.6 rad/s commanded)
+  overshot to 3.6 rad/s (validation seed 200030, 2026-12-05). Both were over
+  the URDF's velocity limit while every published trajectory was inside it.
+  Real ViperX servos (Dynamixel) close a velocity loop and do not ring so;
+  the expert still solves 20 of 20 held-out seeds (and 100 of 100 training
+  seeds with the damped waist, shoulder and elbow);
 * shadows and multisampling are switched off (the 4096 shadow map makes
   CPU rendering crawl);
 * a tool-centre site `<arm>_tcp` is added between the fingers of each
@@ -81,9 +85,11 @@ WELD_SOLIMP = (0.95, 0.99, 0.001)
 #: Viscous damping (N·m·s/rad) of the end-effector models' roll joints (module doc).
 EE_ROLL_DAMPING = 5.0
 EE_DAMPED_JOINTS = ("forearm_roll", "wrist_rotate")
-#: Viscous damping (N·m·s/rad) of the joint-controlled models' wrist servos (module doc): 0.7 x the critical
-#: 2 sqrt(kp I) of each servo (kp 10, 50, 20; joint-space inertia 1.5, 5.7, 0.71 g·m² at the start pose).
-SERVO_DAMPING = {"forearm_roll": 0.17, "wrist_angle": 0.74, "wrist_rotate": 0.17}
+#: Viscous damping (N·m·s/rad) of the joint-controlled models' arm servos (module doc): 0.7 x the critical
+#: 2 sqrt(kp I) of each servo (kp 800, 1600, 800, 10, 50, 20; joint-space inertia 52.6, 110.7, 102.6, 1.5, 5.7,
+#: 0.71 g·m² at the start pose).
+SERVO_DAMPING = {"waist": 9.08, "shoulder": 18.63, "elbow": 12.68,
+                 "forearm_roll": 0.17, "wrist_angle": 0.74, "wrist_rotate": 0.17}
 #: Tool centre point in the gripper_link frame (m): between the finger pads.
 TCP_OFFSET_M = (0.09, 0.0, 0.0)
 #: Arm joint pose of every episode start (the models' keyframe), per arm.

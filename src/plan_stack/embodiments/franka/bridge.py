@@ -67,6 +67,11 @@ class FrankaBridgeConfig:
         "a command delivered after its first point was due, refused only because the join from the present "
         "reference to its next point is too short, is accepted without its points due within this long (s), "
         "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
+    collision_tracking_error: tuple[float, ...] = param(
+        "per joint (bridge joint order): a joint measured further than this from the reference at its stamp "
+        "(rad; grippers normalised) is taken for a collision: protective stop, the arms held where measured and "
+        "every command refused until ~/reset_protective_stop; 0 = joint not checked, empty = no check",
+        (), min=0.0)
     stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8,
                                            min=0.05, max=1.0)
     arm_controller: str = param("arm joint_trajectory_controller name (topic prefix)", "fr3_arm_controller")
@@ -80,6 +85,9 @@ class FrankaBridgeConfig:
             raise ConfigError("urdf_joint_names: expected the 7 arm joints")
         if len(self.finger_joint_names) != 2:
             raise ConfigError("finger_joint_names: expected 2 finger joints")
+        if len(self.collision_tracking_error) not in (0, len(self.joint_names)):
+            raise ConfigError(f"collision_tracking_error: expected none or {len(self.joint_names)} values (one per "
+                              f"joint of joint_names), got {len(self.collision_tracking_error)}")
 
     @property
     def arm_joints(self) -> tuple[str, ...]:
