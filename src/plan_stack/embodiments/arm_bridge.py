@@ -207,8 +207,9 @@ class ArmBridge:
         thresholds = self.settings.collision_tracking_error
         if thresholds is None or self.follower is None or self.measured is None or self.protective_stop is not None:
             return None
+        present = self.follower.sample(now_s).positions.copy()
         history = self._reference_history
-        history.append((now_s, self.follower.sample(now_s).positions.copy()))
+        history.append((now_s, present))
         times = np.array([h[0] for h in history])
         k = int(np.searchsorted(times, self.measured_s))
         if k == 0 or k == len(history):
@@ -217,15 +218,14 @@ class ArmBridge:
             (t0, r0), (t1, r1) = history[k - 1], history[k]
             w = (self.measured_s - t0) / (t1 - t0) if t1 > t0 else 1.0
             reference = r0 + w * (r1 - r0)
-        ratio = np.abs(self.measured - reference) / thresholds
-        j = int(np.argmax(ratio))
-        if not ratio[j] > 1.0:
+        error = np.abs(self.measured - reference)
+        j = int(np.argmax(error / thresholds))
+        if not error[j] > thresholds[j]:
             return None
-        checked = np.isfinite(thresholds)
-        held = np.where(checked, self.measured, self.follower.sample(now_s).positions)
+        held = np.where(np.isfinite(thresholds), self.measured, present)
         hold = self._send(self.follower, Trajectory(self.names, now_s, np.array([0.0]), held[None, :]), now_s)
-        self.protective_stop = ProtectiveStop(self.measured_s, self.names[j], float(abs(self.measured - reference)[j]),
-                                              float(thresholds[j]), hold)
+        self.protective_stop = ProtectiveStop(self.measured_s, self.names[j], float(error[j]), float(thresholds[j]),
+                                              hold)
         return self.protective_stop
 
     def reset_protective_stop(self) -> ProtectiveStop | None:
