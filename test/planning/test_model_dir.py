@@ -78,6 +78,20 @@ def test_decoder_uses_the_manifest_ranges_and_gate(tmp_path, vl_target):
     assert model.ranges == dec.ranges
 
 
+def test_the_text_block_is_the_configs_else_the_manifests_else_the_drafters(tmp_path, vl_target):
+    from plan_stack.config import ConfigError
+    from plan_stack.planning.decoding import DEFAULT_TEXT_BLOCK, DecoderConfig
+
+    save_planner_model(tmp_path / "m", vl_target, None, {"text_block": 17})
+    model = load_planner_model(tmp_path / "m")
+    assert model.decoder().text_block == 17
+    assert model.decoder(DecoderConfig(text_block=20)).text_block == 20
+    save_planner_model(tmp_path / "n", vl_target, None, {})
+    assert load_planner_model(tmp_path / "n").decoder().text_block == DEFAULT_TEXT_BLOCK  # no drafter to ask
+    with pytest.raises(ConfigError, match="text_block"):
+        DecoderConfig(text_block=1)
+
+
 def test_bad_coordinate_ranges_are_refused(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"coordinate_ranges": {"robot": {"x": [1, 0]}}}))
     with pytest.raises(PlanningError, match="coordinate_ranges"):

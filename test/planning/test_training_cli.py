@@ -89,6 +89,30 @@ def test_step_change_bound_is_the_factor_times_the_largest_true_second_differenc
         gate_bound([_kf([[[0, 0, 0], [1, 0, 0]]])], 1.5, order=2)
 
 
+def test_the_text_block_is_the_smallest_within_tolerance_of_the_fewest_text_passes():
+    """Counted passes, not timings: a response one token past two blocks of 16 needs a third pass."""
+    from types import SimpleNamespace
+
+    from plan_stack.planning.training_cli import choose_text_block
+
+    passes = {16: 4.0, 17: 3.0, 18: 3.0, 20: 2.99, 24: 2.9}
+
+    class Model:
+        manifest = {"budget": 64}
+
+        def encode(self, instruction, frames):
+            return instruction
+
+        def decoder(self, config):
+            stats = SimpleNamespace(target_forwards_text=passes[config.text_block])
+            return SimpleNamespace(generate=lambda prompt, **kw: SimpleNamespace(stats=stats))
+
+    kfs = [_kf([[[0, 0, 0]]])] * 3
+    best, info = choose_text_block(Model(), kfs)
+    assert best == 24 and info["mean_text_passes"][17] == 3.0 and info["keyframes"] == 3  # 2.9 is > 2 % fewer
+    assert choose_text_block(Model(), kfs, candidates=(16, 17, 18, 20))[0] == 17  # 2.99 is within 2 % of 3
+
+
 def test_gate_bound_refuses_a_split_without_tracks():
     with pytest.raises(ValueError, match="validation"):
         gate_bound([_kf([[[0, 0, 0]]])], 1.5)

@@ -18,10 +18,13 @@ the target cache (same length, features of the same positions).
   plus a confidence guard on the target's probabilities), and on success one
   target pass over the block updates the cache, emits the next token and
   yields the plan features. On failure the first r positions are kept (r=0
-  for trajectories; boxes keep the coordinates before the first uncertain
-  one), the target cache is rolled back and the rest is regenerated with
-  constrained AR. A text block whose accepted prefix contains a start token
-  is cut after it so that the primitive path takes over.
+  for trajectories: keeping a drafted part that preceded the implausible
+  one was measured to give more infeasible driving plans; boxes keep the
+  coordinates before the first uncertain one), the target cache is rolled
+  back and the rest is regenerated with constrained AR. A text block whose
+  accepted prefix contains a start token is cut after it so that the
+  primitive path takes over (its proposals stop there). Once decoding has
+  stopped (end of response, budget) the drafter's context is not extended.
 
 A declared block size that matches no layout, is missing or exceeds the
 remaining budget is rejected before drafting (`stats.blocks_rejected`) and
@@ -41,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from plan_stack.config import param, validate
+from plan_stack.config import ConfigError, param, validate
 from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import LayoutError, PlanningError, ToolCallError
@@ -53,6 +56,7 @@ from plan_stack.planning.target import Prompt, StepOut, TargetAdapter
 from plan_stack.planning.tool_call import parse_tool_call
 
 DECODERS = ("ar", "dflash", "vflash")
+DEFAULT_TEXT_BLOCK = 16  #: text block of a drafter that does not say what it was trained with
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +65,8 @@ class DecoderConfig:
 
     decoder: str = param("decoding algorithm", "vflash", choices=DECODERS)
     budget: int = param("maximum number of output tokens per plan", 256, min=1, max=65536)
-    text_block: int = param("DFlash text block size (1 anchor + proposals)", 16, min=2, max=256)
+    text_block: int = param("DFlash text block size (1 anchor + proposals); 0: the model's (manifest text_block, "
+                            "else the drafter's trained block)", 0, min=0, max=256)
     constrain_draft: bool = param("restrict drafted primitive positions to legal tokens", True)
     box_guard: float = param(
         "box confidence guard: min p_target(draft)/max p_target per coordinate; 0 disables", 0.0, min=0.0, max=1.0)
@@ -77,6 +82,8 @@ class DecoderConfig:
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.text_block == 1:
+            raise ConfigError("text_block must be 0 (the model's) or >= 2 (an anchor and a proposal), got 1")
 
 
 @dataclasses.dataclass
@@ -250,6 +257,12 @@ class Decoder:
         self.workspace = {s: {a: (float(v[0]), float(v[1])) for a, v in ax.items()}
                           for s, ax in (workspace or {}).items()}
 
+    @property
+    def text_block(self) -> int:
+        """The DFlash text block in use: the config's, else the drafter's trained one."""
+        trained = getattr(getattr(self.drafter, "config", None), "text_block", 0)
+        return int(self.config.text_block or trained or DEFAULT_TEXT_BLOCK)
+
     def plausible(self, layout: L.Layout, block: Sequence[int]) -> bool:
         """Geometric part of the VFlash gate: every 3D waypoint of a (schema-valid) block inside the
         workspace box, consecutive waypoints at most `gate_max_step_m` apart, and consecutive steps
@@ -377,7 +390,7 @@ class _Run:
         for i in range(n):
             if first + i >= 0:
                 self.hidden[first + i] = step.last_hidden[i]
-        if self.drafter is not None and self.mode != "ar":
+        if self.drafter is not None and self.mode != "ar" and not self.stop:  # after a stop nothing is drafted
             self.drafter.extend(step.features[:n])
 
     def _sync(self, step: StepOut, cache_before: int) -> None:
@@ -401,7 +414,7 @@ class _Run:
 
     def spec_step(self, path: str) -> None:
         anchor = self.tokens[-1]
-        n_prop = min(self.cfg.text_block - 1, self.budget - len(self.tokens))
+        n_prop = min(self.dec.text_block - 1, self.budget - len(self.tokens))
         logits = self.drafter.draft(anchor, n_prop + 1)
         self._count_drafter(path)
         walk = self.tracker.copy()
@@ -412,6 +425,8 @@ class _Run:
             ev = walk.advance(tok)
             if ev in ("truncated",) or (tok in self._eos and not walk.in_primitive):
                 break
+            if self.mode == "vflash" and ev in ("start", "rejected"):
+                break  # commit cuts after a start token: verifying proposals past it is wasted work
         before = self.target.length
         step = self.target.forward([anchor] + props)
         self._count_target(path)

@@ -27,6 +27,8 @@ configs, steps, git commit, metrics at save time):
     gate_max_step_m  the gate's bound between consecutive 3D waypoints (absent/0: none)
     gate_max_step_change_m  the gate's bound on the change between consecutive steps
                      (|second difference| of the 3D waypoints; absent/0: none)
+    text_block       the DFlash text block the decoder uses (absent/0: the drafter's trained block);
+                     lossless, chosen for speed on validation keyframes
 
 The prompt is, in time order, each observation's images (cameras in manifest
 order) followed by `prompt_text(instruction)`; training and the planner both
@@ -64,6 +66,7 @@ _DEFAULTS: dict[str, Any] = {
     "workspace": {},
     "gate_max_step_m": 0.0,
     "gate_max_step_change_m": 0.0,
+    "text_block": 0,
 }
 
 
@@ -128,18 +131,18 @@ class PlannerModel:
 
     def decoder(self, config: Any = None) -> Any:
         """A `planning.decoding.Decoder` over this target and drafter, decoding with the model's
-        coordinate ranges and plausibility gate (the manifest's `gate_max_step_m` and
-        `gate_max_step_change_m` apply where `config` leaves that bound at 0)."""
+        coordinate ranges, plausibility gate and text block (the manifest's `gate_max_step_m`,
+        `gate_max_step_change_m` and `text_block` apply where `config` leaves them at 0)."""
         import dataclasses as dc
 
         from plan_stack.planning.decoding import Decoder, DecoderConfig
 
         m = {**_DEFAULTS, **self.manifest}  # an in-memory manifest (training) may leave keys out
         config = config or DecoderConfig(budget=int(m["budget"]))
-        for key in ("gate_max_step_m", "gate_max_step_change_m"):
-            bound = float(m[key] or 0.0)
-            if bound > 0 and getattr(config, key) == 0:
-                config = dc.replace(config, **{key: bound})
+        for key in ("gate_max_step_m", "gate_max_step_change_m", "text_block"):
+            value = m[key] or 0
+            if value > 0 and getattr(config, key) == 0:
+                config = dc.replace(config, **{key: type(getattr(config, key))(value)})
         return Decoder(self.target, self.drafter, config, ranges=m["coordinate_ranges"] or None,
                        workspace=m["workspace"] or None)
 

@@ -336,6 +336,29 @@ def gate_manifest(val_keyframes, recipe: Recipe) -> dict[str, Any]:
     return out
 
 
+TEXT_BLOCKS = (16, 17, 18, 20, 24)  #: text blocks tried for a model's manifest `text_block`
+
+
+def choose_text_block(model: Any, val_keyframes: Sequence[Any], candidates: Sequence[int] = TEXT_BLOCKS,
+                      tolerance: float = 0.02) -> tuple[int, dict]:
+    """The manifest's `text_block`: the smallest block whose VFlash decodes of validation keyframes need
+    at most `tolerance` more text target passes than the fewest any candidate needs. DFlash is lossless,
+    so only speed depends on it, and counting passes (not timing them) makes the choice reproducible: a
+    response whose text is one token longer than a whole number of blocks pays a pass for that token."""
+    from plan_stack.planning.decoding import DecoderConfig
+
+    passes: dict[int, float] = {}
+    for tb in candidates:
+        dec = model.decoder(DecoderConfig(budget=int(model.manifest["budget"]), text_block=int(tb)))
+        n = [dec.generate(model.encode(kf.instruction, [kf.images]), decoder="vflash",
+                          image_size=kf.camera_size).stats.target_forwards_text for kf in val_keyframes]
+        passes[int(tb)] = sum(n) / max(len(n), 1)
+    fewest = min(passes.values())
+    best = min(tb for tb, p in passes.items() if p <= fewest * (1 + tolerance))
+    return best, {"split": "val", "keyframes": len(val_keyframes), "mean_text_passes": passes,
+                  "rule": f"smallest block within {tolerance:.0%} of the fewest text target passes"}
+
+
 def set_gate(out: Path, val_dir: str, spec, recipe: Recipe, log) -> int:
     """Stage `gate`: rewrite only the gate bound of an existing model directory's manifest (chosen on
     the validation split by `gate_bound`); weights untouched."""
@@ -540,6 +563,9 @@ def run(args: argparse.Namespace) -> int:
 
     if "target" in stages or "drafter" in stages:
         model = PlannerModel(out, target, drafter, manifest)
+        if drafter is not None:
+            manifest["text_block"], manifest["text_block_choice"] = choose_text_block(model, val_sel)
+            log(f"text block {manifest['text_block']}: {manifest['text_block_choice']['mean_text_passes']}")
         rows = EV.evaluate(model, val_sel, spec, ["ar", "vflash"] if drafter is not None else ["ar"], blind=blind)
         manifest["metrics_at_save"] = {"split": "val", "keyframes": len(val_sel),
                                        "rows": [{k: r[k] for k in ("decoder", "ade_3d_m", "fde_3d_m", "sr_5cm",
