@@ -182,8 +182,7 @@ def export_planner(model: Any, out_dir: str | os.PathLike, block_sizes: str | No
     of a loaded planner model directory."""
     models: dict[str, dict] = {}
     if model.drafter is not None:
-        sizes = drafter_block_sizes(model.manifest, int(model.manifest.get("text_block") or 0)
-                                    or model.drafter.config.text_block, block_sizes)
+        sizes = drafter_block_sizes(model.manifest, model.decoder().text_block, block_sizes)
         models.update(export_drafter(model.drafter, sizes, out_dir))
     if model.target.is_vl and model.image_size:
         cameras = max(len(model.cameras), 1)

@@ -347,11 +347,12 @@ def choose_text_block(model: Any, val_keyframes: Sequence[Any], candidates: Sequ
     response whose text is one token longer than a whole number of blocks pays a pass for that token."""
     from plan_stack.planning.decoding import DecoderConfig
 
+    prompts = [(model.encode(kf.instruction, [kf.images]), kf.camera_size) for kf in val_keyframes]
     passes: dict[int, float] = {}
     for tb in candidates:
         dec = model.decoder(DecoderConfig(budget=int(model.manifest["budget"]), text_block=int(tb)))
-        n = [dec.generate(model.encode(kf.instruction, [kf.images]), decoder="vflash",
-                          image_size=kf.camera_size).stats.target_forwards_text for kf in val_keyframes]
+        n = [dec.generate(prompt, decoder="vflash", image_size=size).stats.target_forwards_text
+             for prompt, size in prompts]
         passes[int(tb)] = sum(n) / max(len(n), 1)
     fewest = min(passes.values())
     best = min(tb for tb, p in passes.items() if p <= fewest * (1 + tolerance))
