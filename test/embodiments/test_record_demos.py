@@ -105,6 +105,23 @@ def test_drive_robot_records_with_its_options(tmp_path, capsys):
                      "--out", str(tmp_path), "--duration", "1"]) == 1  # the bag exists: never overwritten
 
 
+def test_jobs_record_in_worker_processes_the_same_files_as_one_process(tmp_path, capsys):
+    """Each episode depends only on its seed: two workers write the bytes one process writes."""
+    args = ["record-demos", "--robot", "drive", "--episodes", "2", "--seed", "5", "--width", "64", "--height", "48",
+            "--duration", "2", "--horizon", "1", "--waypoints", "4", "--camera-rate", "2", "--keyframe-period", "1"]
+    assert cli_main([*args, "--out", str(tmp_path / "one")]) == 0
+    assert cli_main([*args, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
+    assert "2/2 episodes" in capsys.readouterr().out
+    one = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
+    assert len(one) == 6 and one == sorted(p.relative_to(tmp_path / "two") for p in (tmp_path / "two").rglob("*")
+                                           if p.is_file())
+    for rel in one:
+        assert (tmp_path / "one" / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes(), rel
+    # a worker's error reaches the exit status: the bags exist and are never overwritten
+    assert cli_main([*args, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 1
+    assert cli_main([*args, "--out", str(tmp_path / "three"), "--jobs", "0"]) == 2
+
+
 def test_franka_robot_records_pick_place(tmp_path, capsys):
     from plan_stack.embodiments.franka.recording import FORMAT
 

@@ -675,6 +675,12 @@ def split_argv(robot: str, data: str, split: str, *options: str) -> list[str]:
             "--out", os.path.join(data, split), *options]
 
 
+def record_jobs() -> list[str]:
+    """record-demos options for recording a split here: one worker process per core, one torch thread each
+    (the files do not depend on them, so the manifest's `recorded_with` leaves them out)."""
+    return ["--jobs", str(max(1, len(os.sched_getaffinity(0)))), "--threads", "1"]
+
+
 def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log, index: int) -> int:
     """Stage `onpolicy`, round `index` of `ONPOLICY_ROUNDS[robot]` (DAgger): the model in `out` (the previous
     stage's or round's) is kept as WORK/before_<split>, drives the round's split (recorded once, unless --data
@@ -703,7 +709,7 @@ def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Pa
     if not glob.glob(os.path.join(dest, "*.json")):
         t0 = time.monotonic()
         log(f"onpolicy: round {index + 1}, recording {split} driven by {before}: plan-stack {' '.join(argv)}")
-        code = cli_main(argv)
+        code = cli_main([*argv, *record_jobs()])
         if code:
             log(f"onpolicy: record-demos failed (exit {code})")
             return code
@@ -747,7 +753,8 @@ def record_splits(robot: str, data: str, log) -> None:
         if os.path.isdir(dest) and os.listdir(dest):
             continue
         log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
-        code = cli_main(split_argv(robot, data, split, *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())))
+        code = cli_main([*split_argv(robot, data, split, *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())),
+                         *record_jobs()])
         if code:
             raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")
 
