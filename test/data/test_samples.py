@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from plan_stack.data.episodes import ROBOTS, Keyframe
-from plan_stack.data.samples import fit_ranges, make_sample, primitives_of, response_tokens
+from plan_stack.data.samples import KeyframeSamples, fit_ranges, make_sample, primitives_of, response_tokens
 from plan_stack.planning.fields import tokens_to_fields
 from plan_stack.planning.quantisation import merge_ranges
 from plan_stack.planning.tool_call import tool_call_text
@@ -39,6 +40,27 @@ def test_aloha_response_is_text_tool_call_block_eos(tiny_model):
     sample = make_sample(tiny_model, kf, spec)
     assert sample.response == ids and sample.spans == spans
     assert sample.prompt.pixel_values is not None
+
+
+def test_keyframe_samples_build_each_sample_when_read_the_same_as_make_sample(tiny_model):
+    spec = ROBOTS["aloha"]
+    kfs = [_kf(0.0), _kf(0.05)]
+    kfs[1].images = [np.full((32, 32, 3), 200, np.uint8)]
+    lazy = KeyframeSamples(tiny_model, kfs, spec)
+    assert len(lazy) == 2
+    for kf, got in zip(kfs, [lazy[0], lazy[-1]]):
+        want = make_sample(tiny_model, kf, spec)
+        assert got.response == want.response and got.spans == want.spans
+        assert torch.equal(got.prompt.input_ids, want.prompt.input_ids)
+        assert torch.equal(got.prompt.pixel_values, want.prompt.pixel_values)
+    assert not torch.equal(lazy[0].prompt.pixel_values, lazy[1].prompt.pixel_values)
+    assert [s.response for s in lazy[0:2]] == [lazy[0].response, lazy[1].response]
+    assert lazy[0] is not lazy[0]  # built on each read, kept by nobody
+    # the float patches a built sample holds are what the sequence does not keep: 8x the uint8 pixels here
+    patches = lazy[0].prompt.pixel_values
+    assert patches.numel() * patches.element_size() >= 4 * kfs[0].images[0].nbytes
+    with pytest.raises(IndexError):
+        lazy[2]
 
 
 def test_franka_response_has_the_box_before_the_trajectory(tiny_model):

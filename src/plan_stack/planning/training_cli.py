@@ -384,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
-    from plan_stack.data.samples import fit_ranges, make_sample, mirrored, response_tokens
+    from plan_stack.data.samples import KeyframeSamples, fit_ranges, mirrored, response_tokens
     from plan_stack.eval import plans as EV
     from plan_stack.paths import data_dirs, find_data
     from plan_stack.planning import drafter as D
@@ -515,6 +515,7 @@ def run(args: argparse.Namespace) -> int:
 
         res = TT.train_target(model, items, cfg, work / "target", data_id=data_id, resume=args.resume,
                               force_resume=args.force_resume, evaluate=select, progress=True, log=log)
+        del items, target_kf  # the mirrored images are copies: gone before the drafter's batches
         save_target(target, target_dir)
         info = {"steps": res["steps"], "minutes": round(res["minutes"], 2), "best_step": res["best_step"],
                 "val_ar_ade_m": res["best_score"], "config": dataclasses.asdict(cfg),
@@ -544,7 +545,7 @@ def run(args: argparse.Namespace) -> int:
                                     intermediate=2 * recipe.drafter_width)
         drafter.to(device)
     if "drafter" in stages:
-        samples = [make_sample(model, kf, spec) for kf in planner_kf]
+        samples = KeyframeSamples(model, planner_kf, spec)  # built batch by batch: see its docstring
         dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
                               max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=50, seed=recipe.seed)
         assert drafter is not None  # built above whenever the drafter stage runs
@@ -552,6 +553,7 @@ def run(args: argparse.Namespace) -> int:
         log(f"drafter: {D.num_params(drafter) / 1e6:.2f} M parameters, {dcfg.steps} steps x {dcfg.batch_size}")
         losses = TR.train(drafter, target, samples, dcfg, out_dir=work / "drafter", resume=args.resume,
                           progress=True, data_id=data_id, force_resume=args.force_resume)
+        del samples
         minutes = (time.monotonic() - t1) / 60
         if losses or not (work / "drafter_info.json").is_file():
             (work / "drafter_info.json").write_text(json.dumps({
@@ -583,6 +585,9 @@ def run(args: argparse.Namespace) -> int:
         (out / "blind_baseline.json").write_text(json.dumps(blind) + "\n")
         load_planner_model(out)  # what was written must load
         log(f"wrote {out} ({time.monotonic() - t0:.0f} s)")
+    # each on-policy round loads every split again plus its own, and the heads read theirs from the
+    # directories: this run's keyframes held through the rounds only raised the peak (round 5 swapped)
+    del train_kf, val_kf, extra_kf, planner_kf
     if "onpolicy" in stages:
         if robot not in ONPOLICY_ROUNDS:
             log(f"onpolicy: {robot} has no on-policy rounds; skipped")
