@@ -57,6 +57,15 @@ def test_train_refuses_a_data_set_without_the_extra_planner_splits(tmp_path, cap
     assert "recovery" in err and "--record" in err
 
 
+def test_gate_stage_without_a_trained_model_is_a_clear_error(tmp_path, capsys):
+    from plan_stack.cli import main
+
+    assert main(["train", "--robot", "drive", "--data", str(tmp_path), "--work", str(tmp_path / "w"),
+                 "--out", str(tmp_path / "none"), "--stages", "gate"]) == 2
+    err = capsys.readouterr().err
+    assert "gate" in err and "does not exist" in err and str(tmp_path / "none") in err
+
+
 def _kf(tracks: list[list[list[float]]]) -> Keyframe:
     pts = [np.asarray(t, dtype=float) for t in tracks]
     return Keyframe("ep", 0, 0, 0.0, "do it", "reach", [], pts, [np.full((len(p), 2), np.nan) for p in pts], {},

@@ -364,9 +364,14 @@ def set_gate(out: Path, val_dir: str, spec, recipe: Recipe, log) -> int:
     """Stage `gate`: rewrite only the gate bound of an existing model directory's manifest (chosen on
     the validation split by `gate_bound`); weights untouched."""
     from plan_stack.data.episodes import load_keyframes
+    from plan_stack.planning.errors import PlanningError
     from plan_stack.planning.model_dir import MANIFEST, load_planner_model
 
-    model = load_planner_model(out)
+    try:
+        model = load_planner_model(out)
+    except PlanningError as exc:
+        print(f"train: --stages gate rewrites a trained model's gate: {exc}", file=sys.stderr)
+        return 2
     keyframes = load_keyframes(val_dir, spec, model.required_image_size(), progress=True)
     gate = gate_manifest(keyframes, recipe)
     path = out / MANIFEST
