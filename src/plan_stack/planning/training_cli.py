@@ -209,8 +209,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
     parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
     parser.add_argument("--force-resume", action="store_true", help="resume even if the data set changed")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1: fastest on a shared 2-core machine, measured)")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="torch CPU threads (default: every core this process may use; the driving target "
+                             "trained 150 steps in 66 s with 2 threads and 98 s with 1 on the 2-core machine)")
     add_device_arguments(parser, dtype=False)
     parser.add_argument("--target-steps", type=int, default=None, help="override the recipe's target steps")
     parser.add_argument("--coord-sigma-bins", type=float, default=None, metavar="BINS",
