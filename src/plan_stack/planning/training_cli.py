@@ -196,6 +196,11 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: training's default torch threads, and recording's worker count."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", required=True, choices=sorted(RECIPES))
     parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
@@ -209,7 +214,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="first record the missing splits (train/, val/, heldout/) into --data with their seeds")
     parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
     parser.add_argument("--force-resume", action="store_true", help="resume even if the data set changed")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--threads", type=int, default=usable_cores(),
                         help="torch CPU threads (default: every core this process may use; the driving target "
                              "trained 150 steps in 66 s with 2 threads and 98 s with 1 on the 2-core machine)")
     add_device_arguments(parser, dtype=False)
@@ -689,7 +694,7 @@ def split_argv(robot: str, data: str, split: str, *options: str) -> list[str]:
 def record_jobs() -> list[str]:
     """record-demos options for recording a split here: one worker process per core, one torch thread each
     (the files do not depend on them, so the manifest's `recorded_with` leaves them out)."""
-    return ["--jobs", str(max(1, len(os.sched_getaffinity(0)))), "--threads", "1"]
+    return ["--jobs", str(usable_cores()), "--threads", "1"]
 
 
 def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log, index: int) -> int:
