@@ -320,6 +320,7 @@ class _Monitor:
         self.safety_reports: list[str] = []  # distinct ERROR `<sim>: safety` messages (collisions), in order
         self.protective_stop: str | None = None  # the bridge's first ERROR `<bridge>: protective_stop` message
         self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
+        self.bridge_refused = 0  # an arm bridge's own count of refused commands (diagnostics `commands`)
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
@@ -507,6 +508,10 @@ class _Monitor:
             elif s.name == f"{self.setup.bridge}: protective_stop" and s.level == DiagnosticStatus.ERROR:
                 with self.lock:
                     self.protective_stop = self.protective_stop or s.message[:300]
+            elif s.name == f"{self.setup.bridge}: commands":
+                refused = next((int(kv.value) for kv in s.values if kv.key == "refused" and kv.value.isdigit()), 0)
+                with self.lock:  # the bridge logs one line per run of repeated refusals; it counts every one
+                    self.bridge_refused = max(self.bridge_refused, refused)
             elif s.name.startswith("stitcher: "):
                 found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
                          and kv.value.isdigit()}
@@ -570,6 +575,7 @@ class _Monitor:
     def row(self) -> dict:
         with self.lock:
             counts = dict(self.counts)
+            counts["bridge_rejections"] = max(counts["bridge_rejections"], self.bridge_refused)
             first_violation, first_rejection = self.first_violation, self.first_rejection
             sig = dataclasses.replace(self.sig)
         out: dict[str, Any] = dict(counts)

@@ -45,6 +45,7 @@ from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.repeats import RepeatFilter
 from plan_stack.ros.time import clock_s, stamp_to_s
 from plan_stack.ros.trajectory import trajectory_from_cdr, trajectory_from_msg, trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
@@ -80,6 +81,8 @@ class ArmBridgeNode(Node):
         self.names, self.limits = self.bridge.names, limits
         self._joints = JointSelector(self.state_joint_names)
         self.diagnostics = Diagnostics(self, 1.0)
+        self._refusal_log = RepeatFilter()
+        self._refusals = 0  # commands refused since start (diagnostics `commands`, value `refused`)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS,
                                  callback_group=self._group)
         # raw: the stream is read with numpy (`trajectory_from_cdr`), not as one Python object per point
@@ -191,8 +194,11 @@ class ArmBridgeNode(Node):
             if stop is not None:
                 self._command(stop.command)
         if stop is not None:
+            self._refusal_log.reset()
+            service = f"{self.get_fully_qualified_name()}/reset_protective_stop"
             self.get_logger().error(f"protective stop: {stop.reason}; arms held where measured, commands refused "
-                                    f"until {self.get_name()}/reset_protective_stop")
+                                    f"until {service} is called (ros2 service call {service} "
+                                    f"std_srvs/srv/Trigger)")
             self.diagnostics.report("protective_stop", ERROR, f"protective stop: {stop.reason}", now=True,
                                     joint=stop.joint, tracking_error=f"{stop.error:.4f}",
                                     threshold=f"{stop.threshold:.4g}")
@@ -204,6 +210,7 @@ class ArmBridgeNode(Node):
         response.success = stop is not None
         response.message = f"cleared: {stop.reason}" if stop is not None else "no protective stop to clear"
         if stop is not None:
+            self._refusal_log.reset()
             self.get_logger().warning(f"protective stop reset ({stop.reason})")
             self.diagnostics.report("protective_stop", OK, "reset: commands accepted again", now=True)
         return response
@@ -214,9 +221,14 @@ class ArmBridgeNode(Node):
             self._report_refusal("streamed trajectory", verdict)
 
     def _report_refusal(self, what: str, verdict) -> None:
-        self.get_logger().warning(f"rejected {what} ({verdict.error_code}): {verdict.message}")
+        text = self._refusal_log(f"rejected {what} ({verdict.error_code}): {verdict.message}")
+        if text is not None:  # repeats of one reason (a protective stop refuses every command) are counted
+            self.get_logger().warning(text)
+        with self._lock:
+            self._refusals += 1
+            refused = self._refusals
         self.diagnostics.report("commands", ERROR, f"rejected: {verdict.message}", now=True,
-                                error_code=verdict.error_code)
+                                error_code=verdict.error_code, refused=refused)
 
     # --- commanding ---------------------------------------------------------------
 

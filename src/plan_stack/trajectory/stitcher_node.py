@@ -31,6 +31,7 @@ from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.repeats import RepeatFilter
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.ros.trajectory import header_stamp_ns, trajectory_from_cdr, trajectory_to_cdr, trajectory_to_msg
 from plan_stack.stamps import s_to_ns
@@ -137,6 +138,7 @@ class StitcherNode(Node):
             raise ConfigError(f"state_scale: {len(self.node_cfg.state_scale)} values for "
                               f"{len(self.cfg.joint_names)} joints")
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
+        self._reanchor_log = RepeatFilter()  # re-anchoring repeats each chunk while the bridge refuses them
         # OK outcomes are reported at most once per diagnostics period (building the status costs ~0.2 ms per
         # chunk otherwise); the latest one waiting is flushed by this timer. Anything not OK is reported at once.
         self._ok_report: tuple[str, dict[str, Any]] | None = None
@@ -201,6 +203,7 @@ class StitcherNode(Node):
         self._executing_ours = sent is not None and abs(self._epoch_ns + s_to_ns(traj.stamp_s) - sent[0]) < 1000
         if sent is not None and self._executing_ours and not self._acked:
             self._ack_delays.append(self._now_s() - sent[1])
+            self._reanchor_log.reset()  # followed again: the next refusal is news, said at once
         self._acked = self._acked or self._executing_ours
 
     def _on_clock_reset(self) -> None:
@@ -264,7 +267,9 @@ class StitcherNode(Node):
                f"(bridge_ack_timeout_s, or twice its slowest recent report): refused")
         self._sent = None
         self.counts["reanchored"] += 1
-        self.get_logger().warning(f"stitching onto what the bridge executes: {why}")
+        text = self._reanchor_log(f"stitching onto what the bridge executes: {why}")
+        if text is not None:  # a bridge that refuses everything (a protective stop) is said once, then counted
+            self.get_logger().warning(text)
         self.diag.report("tracking", WARN, f"stitching onto what the bridge executes: {why}", now=True,
                          **self.counts)
 
@@ -290,7 +295,9 @@ class StitcherNode(Node):
             return
         self.stitcher.reset()
         self.counts["reanchored"] += 1
-        self.get_logger().warning(f"re-anchoring to the measured state: {why}")
+        text = self._reanchor_log(f"re-anchoring to the measured state: {why}")
+        if text is not None:
+            self.get_logger().warning(text)
         self.diag.report("tracking", WARN, f"re-anchored to the measured state: {why}", now=True, **self.counts)
 
     def _on_chunk(self, msg: ActionChunk) -> None:

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
 
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rcl_interfaces.msg import Log  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -46,6 +47,9 @@ class Probe(Node):
         self.diag: list = []
         self.create_subscription(JointState, "joint_states", self._js, SENSOR_QOS)
         self.create_subscription(DiagnosticArray, "/diagnostics", lambda m: self.diag.extend(m.status), 50)
+        self.logs: list[str] = []  # the bridge's console lines, as /rosout carries them
+        self.create_subscription(Log, "/rosout", lambda m: self.logs.append(m.msg) if m.name == "aloha_bridge"
+                                 else None, 100)
         self.client = ActionClient(self, ExecuteTrajectory, "execute_trajectory")
         self.stream = self.create_publisher(JointTrajectory, "trajectory", 10)
         self.reset = self.create_client(Trigger, "aloha_bridge/reset_protective_stop")
@@ -61,6 +65,11 @@ class Probe(Node):
 
     def now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
+
+    def refused(self) -> int:
+        """The bridge's own count of refused commands (diagnostics `commands`, value `refused`)."""
+        return max((int(kv.value) for s in self.diag if s.name == "aloha_bridge: commands"
+                    for kv in s.values if kv.key == "refused"), default=0)
 
     def stop_reports(self, level) -> list:
         return [s for s in self.diag if s.name == "aloha_bridge: protective_stop" and s.level == level]
@@ -294,10 +303,18 @@ def test_an_arm_pushed_into_the_table_is_stopped_and_held_until_reset(graph, arm
     assert np.ptp(held, axis=0).max() < 0.05, np.ptp(held, axis=0)
     assert probe.states[-1][1][R_SHOULDER] < 0.15  # stopped short of the 0.3 rad commanded
 
-    # Every command is refused while the stop holds ...
+    # Every command is refused while the stop holds; each refusal is counted and answered with its reason, the
+    # console says the reason once (the stop's own ERROR line names the reset service) and counts the repeats
+    refused_before = probe.refused()
     back = arm.make_goal([2.0], start[None, :], np.zeros((1, 14)), np.zeros((1, 14)))
-    refused = arm.result_of(arm.send(back))
-    assert refused.error_code == ExecuteTrajectory.Result.INVALID_GOAL and "protective stop" in refused.error_string
+    for _ in range(4):
+        refused = arm.result_of(arm.send(back))
+        assert refused.error_code == ExecuteTrajectory.Result.INVALID_GOAL
+        assert "protective stop" in refused.error_string
+    assert spin_until(ex, lambda: probe.refused() == refused_before + 4, 5.0), (refused_before, probe.refused())
+    assert spin_until(ex, lambda: any("reset_protective_stop std_srvs/srv/Trigger" in m for m in probe.logs), 5.0)
+    said = [m for m in probe.logs if m.startswith("rejected goal") and "protective stop" in m]
+    assert len(said) == 1, probe.logs
 
     # ... and accepted again once an operator clears it.
     cleared = _reset(ex, probe)
