@@ -249,7 +249,8 @@ def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_p
     from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
 
     monkeypatch.setitem(TC.RECIPES, "drive", dataclasses.replace(
-        TC.RECIPES["drive"], onpolicy_target_steps=2, onpolicy_drafter_steps=2, val_keyframes=2))
+        TC.RECIPES["drive"], onpolicy_target_steps=2, onpolicy_drafter_steps=2, onpolicy_final_drafter_steps=3,
+        val_keyframes=2))
     monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy", (600000, 1))
     monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy2", (610000, 1))
     monkeypatch.setitem(TC.ONPOLICY_ROUNDS, "drive", (
@@ -275,12 +276,27 @@ def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_p
     assert recorded2["driven_by"]["latency_max_s"] == 0.5
     tuned = json.loads((out / "manifest.json").read_text())
     assert tuned["data"]["planner_trains_on"] == ["train", "recovery", "displaced", "onpolicy", "onpolicy2"]
-    assert tuned["initialised_from"]["model_dir"] == str(work / "before_onpolicy2")
+    last_round = json.loads((work / "before_drafter_fine_tune" / "manifest.json").read_text())
+    assert last_round["initialised_from"]["model_dir"] == str(work / "before_onpolicy2")
     assert tuned["coordinate_ranges"] == first["coordinate_ranges"]
     rounds = tuned["data"]["onpolicy_rounds"]
     assert [r["split"] for r in rounds] == ["onpolicy", "onpolicy2"]
     assert "--policy-latency-max 0.5" in rounds[1]["recorded_with"]
     assert tuned["target_training"]["steps"] == 2
+    # after the last round, the drafter alone trained 3 steps more from the round's drafter; the target is the
+    # round's, unchanged
+    assert tuned["initialised_from"]["model_dir"] == str(work / "before_drafter_fine_tune")
+    assert tuned["drafter_fine_tune"]["steps"] == 3 and tuned["drafter_training"]["steps"] == 3
+    assert last_round["drafter_training"]["steps"] == 2
+    import torch
+
+    from plan_stack.planning.model_dir import load_planner_model
+
+    final, round_model = load_planner_model(out), load_planner_model(work / "before_drafter_fine_tune")
+    round_target = dict(round_model.target.model.named_parameters())
+    assert all(torch.equal(p, round_target[n]) for n, p in final.target.model.named_parameters())
+    round_drafter = dict(round_model.drafter.named_parameters())
+    assert any(not torch.equal(p, round_drafter[n]) for n, p in final.drafter.named_parameters())
     # resumed, both rounds are in the manifest: nothing is recorded or trained again
     stamp = (out / "manifest.json").stat().st_mtime_ns
     assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(work),
