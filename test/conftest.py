@@ -46,3 +46,18 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+class SteppedClock:
+    """Wall time that moves only when the test says so (`clock.t += dt`); callable like `time.monotonic`."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def stepped_clock() -> SteppedClock:
+    return SteppedClock()

@@ -57,20 +57,10 @@ def test_bad_arguments():
         StackPacer(["a"], [0.0], 1.0)
 
 
-class SteppedClock:
-    """Wall time that moves only when the test says so."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_real_time_pace_sleeps_ahead_catches_up_a_little_and_never_bursts():
+def test_real_time_pace_sleeps_ahead_catches_up_a_little_and_never_bursts(stepped_clock):
     from plan_stack.embodiments.pacing import RealTimePace
 
-    wall = SteppedClock()
+    wall = stepped_clock
     pace = RealTimePace(1.0, max_catch_up_s=0.05, sim_s=0.0, clock=wall)
     wall.t += 0.001
     assert pace.after_step(0.002) == pytest.approx(0.001)  # a 2 ms step took 1 ms: sleep the rest
@@ -85,10 +75,10 @@ def test_real_time_pace_sleeps_ahead_catches_up_a_little_and_never_bursts():
     assert pace.after_step(0.038) == pytest.approx(0.001)
 
 
-def test_real_time_pace_at_half_speed_and_as_fast_as_possible():
+def test_real_time_pace_at_half_speed_and_as_fast_as_possible(stepped_clock):
     from plan_stack.embodiments.pacing import RealTimePace
 
-    wall = SteppedClock()
+    wall = stepped_clock
     half = RealTimePace(0.5, max_catch_up_s=0.05, sim_s=1.0, clock=wall)
     assert half.after_step(1.002) == pytest.approx(0.004)  # 2 ms of sim time = 4 ms of wall time
     fast = RealTimePace(0.0, max_catch_up_s=0.05, sim_s=1.0, clock=wall)

@@ -6,16 +6,8 @@ import pytest
 from plan_stack.ros.repeats import RepeatFilter
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_repeats_are_counted_and_said_once_per_period():
-    clock = FakeClock()
+def test_repeats_are_counted_and_said_once_per_period(stepped_clock):
+    clock = stepped_clock
     f = RepeatFilter(period_s=10.0, clock=clock)
     assert f("refused: stop") == "refused: stop"
     for _ in range(5):
@@ -27,8 +19,8 @@ def test_repeats_are_counted_and_said_once_per_period():
     assert f("refused: stop") is None
 
 
-def test_a_different_message_is_said_at_once_with_the_count_of_the_one_before():
-    clock = FakeClock()
+def test_a_different_message_is_said_at_once_with_the_count_of_the_one_before(stepped_clock):
+    clock = stepped_clock
     f = RepeatFilter(period_s=10.0, clock=clock)
     f("a")
     assert f("a") is None and f("a") is None
@@ -36,8 +28,8 @@ def test_a_different_message_is_said_at_once_with_the_count_of_the_one_before():
     assert f("a") == "a"  # not a repeat any more: the last message was "b"
 
 
-def test_reset_makes_the_next_occurrence_news():
-    clock = FakeClock()
+def test_reset_makes_the_next_occurrence_news(stepped_clock):
+    clock = stepped_clock
     f = RepeatFilter(period_s=10.0, clock=clock)
     f("a")
     assert f("a") is None
