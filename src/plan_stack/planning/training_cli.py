@@ -784,8 +784,9 @@ def final_drafter_fine_tune(args: argparse.Namespace, recipe: Recipe, out: Path,
         shutil.copytree(out, before)
     ft_work.mkdir(parents=True, exist_ok=True)
     last = work / rounds[-1][0]  # the last round's work: its final target and what it measured
-    if not (ft_work / "target_final").is_dir():
-        shutil.copytree(last / "target_final", ft_work / "target_final")
+    # always the last round's: a directory left by an earlier chain in the same --work holds another target
+    shutil.rmtree(ft_work / "target_final", ignore_errors=True)
+    shutil.copytree(last / "target_final", ft_work / "target_final")
     shutil.copy2(last / "target_info.json", ft_work / "target_info.json")
     log(f"drafter fine-tune: {steps} steps from the drafter of {before}, its target unchanged")
     t0 = time.monotonic()
