@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plan_stack.config import ConfigError
 from plan_stack.planning import layouts as L
@@ -326,3 +328,63 @@ def test_plausibility_gate_bounds_the_change_between_steps(text_target):
     assert steps_only.plausible(layout, block(thrown))  # what the step bound alone let through
     with pytest.raises(ConfigError, match="^gate_max_step_change_m"):
         DecoderConfig(gate_max_step_change_m=-1.0)
+
+
+def _plausible_by_waypoint(dec, layout, block):
+    """The gate's geometry walked waypoint by waypoint (the reference for the vectorised `plausible`)."""
+    cfg = dec.config
+    for pi, part in enumerate(layout.parts):
+        if part.space == "image":
+            continue
+        rng = dec.ranges[part.space]
+        slots = [j for j, s in enumerate(layout.slots) if s.part == pi and s.token is None]
+        pts = []
+        for w in range(len(slots) // len(part.axes)):
+            p = []
+            for ai, axis in enumerate(part.axes):
+                k = dec.vocab.coord_value(int(block[slots[w * len(part.axes) + ai]]))
+                if k is None:
+                    return False
+                p.append(rng[axis][0] + (rng[axis][1] - rng[axis][0]) / V.N_BINS * k)
+                lo_hi = dec.workspace.get(part.space, {}).get(axis)
+                if lo_hi is not None and not lo_hi[0] <= p[-1] <= lo_hi[1]:
+                    return False
+            pts.append(np.array(p))
+        steps = [b - a for a, b in zip(pts, pts[1:])]
+        if cfg.gate_max_step_m > 0 and any(np.linalg.norm(s) > cfg.gate_max_step_m for s in steps):
+            return False
+        if cfg.gate_max_step_change_m > 0 and any(np.linalg.norm(b - a) > cfg.gate_max_step_change_m
+                                                  for a, b in zip(steps, steps[1:])):
+            return False
+    return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), spread=st.integers(1, 400), step=st.floats(0.0, 0.4),
+       change=st.floats(0.0, 0.4), kind=st.sampled_from(["robot_2d3d", "robot_3d", "drive_2d3d"]),
+       spoil=st.booleans())
+def test_vectorised_plausibility_agrees_with_a_waypoint_walk(text_target, seed, spread, step, change, kind, spoil):
+    """Random schema-valid blocks (bins around a random path), random bounds and workspace boxes; `spoil`
+    puts a delimiter where a 3D coordinate belongs (not plausible)."""
+    rng = np.random.default_rng(seed)
+    layout = L.make_layout(kind, 6)
+    ranges = {"robot": {"x": [-1.0, 1.0], "y": [-1.0, 1.0], "z": [0.0, 2.0]},
+              "drive": {"x": [0.0, 34.0], "y": [-3.0, 3.0]}}
+    workspace = {"robot": {"x": [-0.5, 0.6], "z": [0.2, 1.5]}, "drive": {"y": [-2.0, 2.0]}}
+    dec = Decoder(text_target, None, DecoderConfig(gate_max_step_m=step, gate_max_step_change_m=change),
+                  ranges=ranges, workspace=workspace if rng.random() < 0.5 else None)
+    coords = text_target.vocab.coord_ids()
+    block = [text_target.vocab[layout.slots[0].token]]
+    centre = int(rng.integers(0, V.N_BINS + 1))
+    for s in layout.slots[1:]:
+        if s.token is not None:
+            block.append(text_target.vocab[s.token])
+        else:
+            block.append(coords[int(np.clip(centre + rng.integers(-spread, spread + 1), 0, V.N_BINS))])
+    assert check_block(dec.sets, layout, block[1:]) == 0
+    if spoil:
+        j = next(j for j, s in enumerate(layout.slots) if s.token is None and s.space != "image")
+        block[j] = text_target.vocab[layout.slots[-1].token]
+    assert dec.plausible(layout, block) == _plausible_by_waypoint(dec, layout, block)
+    if spoil:
+        assert not dec.plausible(layout, block)

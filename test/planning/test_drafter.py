@@ -65,6 +65,45 @@ def test_packed_forward_equals_inference_drafts(text_target, small_drafter):
         d.draft(1, 1)
 
 
+def test_queued_positions_draft_as_if_extended_one_pass_at_a_time(text_target, small_drafter):
+    """`extend` queues; the next draft makes the queued context K/V in its own pass. Drafts, lengths and
+    crops (inside the queue and into the cache) agree with a drafter that flushes after every extend."""
+    tg = text_target
+    seq = torch.tensor([5, 9, 30, 31, 32, 40, 41, 42, 43, 50, 51, 52, 60, 61])
+    feats = tg.prefill(Prompt(seq)).features
+    lazy, eager = small_drafter(tg, seed=1), small_drafter(tg, seed=1)
+
+    def both(action):
+        a, b = action(lazy), action(eager)
+        eager.flush()
+        return a, b
+
+    def draft(anchor, n):
+        a, b = both(lambda d: d.draft(anchor, n))
+        assert torch.allclose(a, b, atol=1e-5)
+        assert lazy.length == eager.length
+
+    both(lambda d: d.extend(feats[:3]))
+    both(lambda d: d.extend(feats[3:5]))  # two queued steps
+    assert lazy.length == eager.length == 5
+    draft(int(seq[5]), 4)
+    both(lambda d: d.extend(feats[5:9]))
+    both(lambda d: d.crop(7))  # drops queued positions only
+    assert lazy.length == 7
+    draft(int(seq[7]), 3)
+    both(lambda d: d.extend(feats[7:11]))
+    both(lambda d: d.crop(4))  # into the cache: the queue goes too
+    assert lazy.length == eager.length == 4
+    draft(int(seq[4]), 5)
+    both(lambda d: d.extend(feats[4:12]))
+    lazy.flush()
+    lazy.flush()  # nothing queued: no change
+    assert lazy.length == eager.length == 12
+    draft(int(seq[12]), 2)
+    both(lambda d: d.extend(feats[:0]))  # an empty step queues nothing
+    assert lazy.length == 12
+
+
 def test_checkpoint_round_trip(text_target, small_drafter, tmp_path):
     d = small_drafter(text_target, seed=3)
     save_drafter(d, tmp_path)

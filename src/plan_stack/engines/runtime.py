@@ -275,6 +275,7 @@ class EngineDrafter:
             return self._drafter.draft(anchor_id, block_size)
         self.engine_calls += 1
         d = self._drafter
+        d.flush()  # queued positions get their context K/V in PyTorch: the engine reads the cache
         ctx_k = torch.stack(d._ctx_k)
         ctx_v = torch.stack(d._ctx_v)
         start = torch.tensor([d.length])

@@ -201,12 +201,13 @@ class Tracker:
     def allowed(self) -> torch.Tensor | None:
         return None if self.grammar is None else self.grammar.allowed()
 
-    def advance(self, tok: int) -> str:
-        """Consume one committed token; returns the event it caused ("" if none)."""
+    def advance(self, tok: int, checked: bool = False) -> str:
+        """Consume one committed token; returns the event it caused ("" if none). `checked`: see
+        `Grammar.advance`."""
         self.count += 1
         v = self.vocab
         if self.grammar is not None:
-            self.grammar.advance(tok)
+            self.grammar.advance(tok, checked)
             if self.grammar.done:
                 self.grammar = None
                 return "end"
@@ -256,6 +257,8 @@ class Decoder:
         self.ranges = merge_ranges(ranges)
         self.workspace = {s: {a: (float(v[0]), float(v[1])) for a, v in ax.items()}
                           for s, ax in (workspace or {}).items()}
+        self._geometry_cache: dict[tuple[str, int], list] = {}  # `_geometry` per layout
+        self._coord_ids = np.array(self.vocab.coord_ids(), dtype=np.int64)  # bin k -> token id
 
     @property
     def text_block(self) -> int:
@@ -271,20 +274,16 @@ class Decoder:
         max_step, max_change = self.config.gate_max_step_m, self.config.gate_max_step_change_m
         if not self.workspace and max_step <= 0 and max_change <= 0:
             return True
-        for pi, part in enumerate(layout.parts):
-            if part.space == "image":
-                continue
-            box = self.workspace.get(part.space, {})
-            lo = [self.ranges[part.space][a][0] for a in part.axes]
-            step = [(self.ranges[part.space][a][1] - self.ranges[part.space][a][0]) / V.N_BINS for a in part.axes]
-            bins = [self.vocab.coord_value(block[j]) for j, s in enumerate(layout.slots)
-                    if s.part == pi and s.token is None]
-            if any(k is None for k in bins):
+        tokens = np.asarray(block, dtype=np.int64)
+        for positions, lo, step, box in self._geometry(layout):
+            held = tokens[positions]
+            bins = held - self.vocab.coord0
+            if not bool(((bins >= 0) & (bins <= V.N_BINS)).all()) or not bool(
+                    (self._coord_ids[bins] == held).all()):
                 return False  # not schema-valid: a coordinate slot holds another token
-            vals = np.array([lo[i % len(part.axes)] + step[i % len(part.axes)] * float(k or 0)
-                             for i, k in enumerate(bins)]).reshape(-1, len(part.axes))
-            for ai, axis in enumerate(part.axes):
-                if axis in box and not bool(((vals[:, ai] >= box[axis][0]) & (vals[:, ai] <= box[axis][1])).all()):
+            vals = lo + step * bins.reshape(-1, len(lo))  # [waypoints, axes]
+            for ai, (b_lo, b_hi) in box:
+                if not bool(((vals[:, ai] >= b_lo) & (vals[:, ai] <= b_hi)).all()):
                     return False
             d1 = np.diff(vals, axis=0)
             if max_step > 0 and len(d1) and float(np.linalg.norm(d1, axis=1).max()) > max_step:
@@ -292,6 +291,28 @@ class Decoder:
             if max_change > 0 and len(d1) > 1 and float(np.linalg.norm(np.diff(d1, axis=0), axis=1).max()) > max_change:
                 return False
         return True
+
+    def _geometry(self, layout: L.Layout) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, list]]:
+        """Per 3D part of a layout (cached): block positions of its coordinates, per axis the range's low
+        end and bin width, and the workspace bounds as (axis index, (low, high))."""
+        key = (layout.kind, layout.waypoints)
+        cached = self._geometry_cache.get(key)
+        if cached is not None:
+            return cached
+        out = []
+        for pi, part in enumerate(layout.parts):
+            if part.space == "image":
+                continue
+            rng = self.ranges[part.space]
+            positions = np.array([j for j, s in enumerate(layout.slots) if s.part == pi and s.token is None],
+                                 dtype=np.int64)
+            lo = np.array([rng[a][0] for a in part.axes])
+            step = np.array([(rng[a][1] - rng[a][0]) / V.N_BINS for a in part.axes])
+            space_box = self.workspace.get(part.space, {})
+            box = [(ai, space_box[a]) for ai, a in enumerate(part.axes) if a in space_box]
+            out.append((positions, lo, step, box))
+        self._geometry_cache[key] = out
+        return out
 
     # -- helpers --------------------------------------------------------------------
     def _greedy(self, logits: torch.Tensor, tracker: Tracker) -> int:
@@ -355,9 +376,9 @@ class _Run:
         self._text_end = 0  # output tokens already reported to on_text
 
     # -- committing ---------------------------------------------------------------------
-    def commit(self, tok: int) -> None:
+    def commit(self, tok: int, checked: bool = False) -> None:
         tr = self.tracker
-        event = tr.advance(tok)
+        event = tr.advance(tok, checked)
         self.tokens.append(tok)
         idx = len(self.tokens) - 1
         if event in ("start", "rejected"):
@@ -472,12 +493,13 @@ class _Run:
                 bad = 1  # regenerate the whole primitive with constrained AR
         before = self.target.length
         if bad == 0:
-            step = self.target.forward([anchor] + draft)
+            guarded = layout.kind == "box" and self.cfg.box_guard > 0  # reads every position's logits
+            step = self.target.forward([anchor] + draft, last_logits_only=not guarded)
             self._count_target("primitive")
-            r = self._box_guard(layout, draft, step) if layout.kind == "box" else -1
+            r = self._box_guard(layout, draft, step) if guarded else -1
             if r < 0:
                 for tok in draft:
-                    self.commit(tok)
+                    self.commit(tok, checked=True)  # the gate's check_block has validated the block
                 span.accepted_direct = True
                 self.stats.gate_accepted += 1
                 if not self.stop:

@@ -132,23 +132,40 @@ class DrafterLayer(nn.Module):
     def forward(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
         """h [n, width] block states; ctx_k/v [kv, T, hd]; mask [n, T+n] bool (None = see all)."""
+        return self.extending(h, pos, ctx_k, ctx_v, mask)[0]
+
+    def extending(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
+                  mask: torch.Tensor | None = None, new_ctx: torch.Tensor | None = None,
+                  new_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`forward`, and the context grown by `new_ctx` [m, width] at `new_pos` [m] in the same pass
+        (inference: `mask` must be None then).
+
+        Returns (h, ctx_k, ctx_v) with the m new positions appended to the context. Their keys and values
+        go through the same projections as the block's, in one product each: a committed step's context
+        costs no pass of its own (the block then sees the new positions too).
+        """
         c = self.c
         n = h.shape[0]
         x = self.in_norm(h)
         q = self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1)
         q = _rope(q, pos, c.rope_theta)
+        m = 0
+        if new_ctx is not None and new_pos is not None and new_ctx.shape[0]:
+            m = new_ctx.shape[0]
+            x, pos = torch.cat([new_ctx, x]), torch.cat([new_pos, pos])
         k, v = self.kv(x, pos)
         k, v = torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1)
+        grown = ctx_k.shape[1] + m
         if torch.onnx.is_in_onnx_export():  # the exporters know no enable_gqa: heads repeated explicitly
-            k = k.repeat_interleave(c.heads // c.kv_heads, 0)
-            v = v.repeat_interleave(c.heads // c.kv_heads, 0)
-            att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
+            kr = k.repeat_interleave(c.heads // c.kv_heads, 0)
+            vr = v.repeat_interleave(c.heads // c.kv_heads, 0)
+            att = F.scaled_dot_product_attention(q[None], kr[None], vr[None], attn_mask=mask)[0]
         else:
             att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask,
                                                  enable_gqa=c.heads != c.kv_heads)[0]
         h = h + self.o_proj(att.transpose(0, 1).reshape(n, c.heads * c.head_dim))
         x = self.post_norm(h)
-        return h + self.down(F.silu(self.gate(x)) * self.up(x))
+        return h + self.down(F.silu(self.gate(x)) * self.up(x)), k[:, :grown], v[:, :grown]
 
 
 class Drafter(nn.Module):
@@ -166,6 +183,7 @@ class Drafter(nn.Module):
         self._shared = (embed_tokens, lm_head)  # a tuple: not registered, not saved, not trained
         self._ctx_k: list[torch.Tensor] = []
         self._ctx_v: list[torch.Tensor] = []
+        self._pending: list[torch.Tensor] = []  # committed features without context K/V yet (`extend`)
         self.reset()
 
     def layer_stack(self) -> list[DrafterLayer]:
@@ -190,16 +208,40 @@ class Drafter(nn.Module):
         dt, dev = self.fc.weight.dtype, self.fc.weight.device
         self._ctx_k = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt, device=dev) for _ in range(c.layers)]
         self._ctx_v = [torch.zeros(c.kv_heads, 0, c.head_dim, dtype=dt, device=dev) for _ in range(c.layers)]
+        self._pending = []
 
     @property
     def length(self) -> int:
-        return int(self._ctx_k[0].shape[1])
+        """Committed positions: those with context K/V plus those queued by `extend`."""
+        return int(self._ctx_k[0].shape[1]) + sum(int(f.shape[0]) for f in self._pending)
+
+    def extend(self, features: torch.Tensor) -> None:
+        """Append committed target positions (features [n, L*H]).
+
+        They are queued, and the next `draft` turns them into every layer's context K/V in its own pass
+        (`DrafterLayer.extending`): a decoding step then costs one drafter pass, not two. `flush` does it
+        at once.
+        """
+        if features.shape[0]:
+            self._pending.append(features)
+
+    def _take_pending(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Context states [m, width] and positions [m] of the queued positions (the queue emptied)."""
+        if not self._pending:
+            return None
+        start = int(self._ctx_k[0].shape[1])
+        feats = self._pending[0] if len(self._pending) == 1 else torch.cat(self._pending)
+        self._pending = []
+        ctx = self.context(feats.to(self.fc.weight.device))
+        return ctx, torch.arange(start, start + ctx.shape[0], device=ctx.device)
 
     @torch.no_grad()
-    def extend(self, features: torch.Tensor) -> None:
-        """Append committed target positions (features [n, L*H]) to every layer's context K/V."""
-        ctx = self.context(features.to(self.fc.weight.device))
-        pos = torch.arange(self.length, self.length + ctx.shape[0], device=ctx.device)
+    def flush(self) -> None:
+        """Context K/V of every queued position now (readers of the cache itself, e.g. an engine)."""
+        taken = self._take_pending()
+        if taken is None:
+            return
+        ctx, pos = taken
         for i, layer in enumerate(self.layer_stack()):
             k, v = layer.kv(ctx, pos)
             self._ctx_k[i] = torch.cat([self._ctx_k[i], k], 1)
@@ -208,6 +250,12 @@ class Drafter(nn.Module):
     def crop(self, length: int) -> None:
         if not 0 <= length <= self.length:
             raise PlanningError(f"drafter crop to {length} outside [0, {self.length}]")
+        cached = int(self._ctx_k[0].shape[1])
+        if length >= cached:  # only queued positions go
+            if length < self.length:
+                self._pending = [torch.cat(self._pending)[:length - cached]]
+            return
+        self._pending = []
         self._ctx_k = [k[:, :length] for k in self._ctx_k]
         self._ctx_v = [v[:, :length] for v in self._ctx_v]
 
@@ -221,9 +269,11 @@ class Drafter(nn.Module):
         ids[0] = anchor_id
         t = self.length
         pos = torch.arange(t, t + block_size, device=dev)
+        new_ctx, new_pos = self._take_pending() or (None, None)
         h = self.embed(ids)
-        for i, layer in enumerate(self.layers):
-            h = layer(h, pos, self._ctx_k[i], self._ctx_v[i])
+        for i, layer in enumerate(self.layer_stack()):
+            h, self._ctx_k[i], self._ctx_v[i] = layer.extending(h, pos, self._ctx_k[i], self._ctx_v[i],
+                                                                new_ctx=new_ctx, new_pos=new_pos)
         return self.logits(h[1:]).cpu()  # decoding (grammar, gate) works on the CPU
 
     # -- packed training forward --

@@ -169,9 +169,12 @@ class Grammar:
     def is_legal(self, token_id: int) -> bool:
         return bool((self.allowed() == token_id).any())
 
-    def advance(self, token_id: int) -> None:
-        """Consume one token; raises LayoutError if it is illegal here."""
-        if not self.is_legal(token_id):
+    def advance(self, token_id: int, checked: bool = False) -> None:
+        """Consume one token; raises LayoutError if it is illegal here.
+
+        `checked`: the caller has validated the whole block (`check_block`, which agrees with this grammar)
+        and the legality test is skipped."""
+        if not checked and not self.is_legal(token_id):
             raise LayoutError(f"token {token_id} is illegal at position {len(self.emitted) + 1}")
         k = self.sets.vocab.coord_value(token_id)
         value = -1 if token_id == self.sets.oof or k is None else k  # k is None only for delimiters, never stored

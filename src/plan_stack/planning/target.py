@@ -92,7 +92,7 @@ class _FrameKV:
 class StepOut:
     """Outputs of one target forward over n positions."""
 
-    logits: torch.Tensor  # [n, V] float32
+    logits: torch.Tensor  # [n, V] float32 (only the last row when the forward was asked for the last only)
     features: torch.Tensor  # [n, len(feature_layers) * H] drafter context features
     last_hidden: torch.Tensor  # [n, H] final (normed) hidden state: plan features
     vision_ms: float = 0.0
@@ -228,7 +228,8 @@ class TargetAdapter:
                                 f"({self.length} positions, expected {expected}); plan_stack needs "
                                 "transformers>=5.24 (requirements/runtime.txt pins it)")
 
-    def _run(self, ids: torch.Tensor, position_ids: torch.Tensor, **extra: Any) -> StepOut:
+    def _run(self, ids: torch.Tensor, position_ids: torch.Tensor, last_logits_only: bool = False,
+             **extra: Any) -> StepOut:
         dev = self.device
         expected = self.length + ids.numel()
         out = self.base(input_ids=ids.view(1, -1).to(dev), position_ids=position_ids.to(dev), cache=self.cache,
@@ -237,7 +238,7 @@ class TargetAdapter:
         hs = out.hidden_states
         feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)
         last = out.last_hidden_state[0]
-        logits = self.lm_head(last).float()
+        logits = self.lm_head(last[-1:] if last_logits_only else last).float()
         return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
 
     @torch.no_grad()
@@ -381,14 +382,17 @@ class TargetAdapter:
         return keys * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
 
     @torch.no_grad()
-    def forward(self, tokens: torch.Tensor | Sequence[int]) -> StepOut:
-        """Append `tokens` [n] to the cache and return outputs for these n positions."""
+    def forward(self, tokens: torch.Tensor | Sequence[int], last_logits_only: bool = False) -> StepOut:
+        """Append `tokens` [n] to the cache and return outputs for these n positions.
+
+        `last_logits_only`: logits of the last position alone (a block whose tokens are already decided
+        needs only the next token's; the LM head over all 65 positions of a trajectory is ≈ 5 % of its pass)."""
         if self.cache is None:
             raise PlanningError("forward before prefill")
         ids = torch.as_tensor(tokens, dtype=torch.long).view(-1)
         if ids.numel() == 0:
             raise PlanningError("forward over an empty block")
-        return self._run(ids, self._positions(self.length, ids.numel()))
+        return self._run(ids, self._positions(self.length, ids.numel()), last_logits_only)
 
     def rollback(self, length: int) -> None:
         """Drop cached positions beyond `length` (rejected draft / regenerated suffix)."""
