@@ -14,6 +14,10 @@ def test_every_primitive_token_is_one_id(tokenizer):
         assert tokenizer.encode(tok, add_special_tokens=False) == [vocab[tok]]
     assert [vocab.coord_value(vocab[f"<{k}>"]) for k in (0, 1, 500, 1000)] == [0, 1, 500, 1000]
     assert vocab.coord_value(vocab[V.OOF]) is None and vocab.coord_value(vocab[V.BOX]) is None
+    coords = [vocab[f"<{k}>"] for k in (0, 1, 500, 1000)]
+    assert vocab.coord_bins(coords).tolist() == [0, 1, 500, 1000]  # coord_value, many at once
+    assert vocab.coord_bins(coords + [vocab[V.OOF]]) is None and vocab.coord_bins([vocab[V.BOX]]) is None
+    assert vocab.coord_bins([vocab.coord0 - 1]) is None and vocab.coord_bins([vocab.coord0 + 1001]) is None
     assert vocab.start_ids == {vocab[t] for t in V.START_TOKENS}
     assert vocab.eos_ids == (tokenizer.eos_token_id,)
     assert V.add_primitive_tokens(tokenizer) == 0  # already there

@@ -258,7 +258,6 @@ class Decoder:
         self.workspace = {s: {a: (float(v[0]), float(v[1])) for a, v in ax.items()}
                           for s, ax in (workspace or {}).items()}
         self._geometry_cache: dict[tuple[str, int], list] = {}  # `_geometry` per layout
-        self._coord_ids = np.array(self.vocab.coord_ids(), dtype=np.int64)  # bin k -> token id
 
     @property
     def text_block(self) -> int:
@@ -276,10 +275,8 @@ class Decoder:
             return True
         tokens = np.asarray(block, dtype=np.int64)
         for positions, lo, step, box in self._geometry(layout):
-            held = tokens[positions]
-            bins = held - self.vocab.coord0
-            if not bool(((bins >= 0) & (bins <= V.N_BINS)).all()) or not bool(
-                    (self._coord_ids[bins] == held).all()):
+            bins = self.vocab.coord_bins(tokens[positions])
+            if bins is None:
                 return False  # not schema-valid: a coordinate slot holds another token
             vals = lo + step * bins.reshape(-1, len(lo))  # [waypoints, axes]
             for ai, (b_lo, b_hi) in box:
@@ -523,9 +520,8 @@ class _Run:
             self._sync(fed, before)
 
     def _box_guard(self, layout: L.Layout, draft: list[int], step: StepOut) -> int:
-        """Index r of the first coordinate the target finds uncertain (keep r positions), -1 if none."""
-        if self.cfg.box_guard <= 0:
-            return -1
+        """Index r of the first coordinate the target finds uncertain (keep r positions), -1 if none
+        (called only with the guard on: `box_guard` > 0)."""
         g = Grammar(self.sets, layout)
         for j, tok in enumerate(draft):
             allowed = g.allowed()

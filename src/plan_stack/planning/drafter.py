@@ -136,9 +136,9 @@ class DrafterLayer(nn.Module):
 
     def extending(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
                   mask: torch.Tensor | None = None, new_ctx: torch.Tensor | None = None,
-                  new_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`forward`, and the context grown by `new_ctx` [m, width] at `new_pos` [m] in the same pass
-        (inference: `mask` must be None then).
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`forward`, and the context grown by `new_ctx` [m, width] (the positions after ctx_k's) in the same
+        pass (inference: `mask` must be None then).
 
         Returns (h, ctx_k, ctx_v) with the m new positions appended to the context. Their keys and values
         go through the same projections as the block's, in one product each: a committed step's context
@@ -150,9 +150,11 @@ class DrafterLayer(nn.Module):
         q = self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1)
         q = _rope(q, pos, c.rope_theta)
         m = 0
-        if new_ctx is not None and new_pos is not None and new_ctx.shape[0]:
+        if new_ctx is not None and new_ctx.shape[0]:
             m = new_ctx.shape[0]
-            x, pos = torch.cat([new_ctx, x]), torch.cat([new_pos, pos])
+            start = ctx_k.shape[1]
+            x = torch.cat([new_ctx, x])
+            pos = torch.cat([torch.arange(start, start + m, device=pos.device), pos])
         k, v = self.kv(x, pos)
         k, v = torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1)
         grown = ctx_k.shape[1] + m
@@ -225,23 +227,22 @@ class Drafter(nn.Module):
         if features.shape[0]:
             self._pending.append(features)
 
-    def _take_pending(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Context states [m, width] and positions [m] of the queued positions (the queue emptied)."""
+    def _take_pending(self) -> torch.Tensor | None:
+        """Context states [m, width] of the queued positions (the queue emptied), None if none."""
         if not self._pending:
             return None
-        start = int(self._ctx_k[0].shape[1])
         feats = self._pending[0] if len(self._pending) == 1 else torch.cat(self._pending)
         self._pending = []
-        ctx = self.context(feats.to(self.fc.weight.device))
-        return ctx, torch.arange(start, start + ctx.shape[0], device=ctx.device)
+        return self.context(feats.to(self.fc.weight.device))
 
     @torch.no_grad()
     def flush(self) -> None:
         """Context K/V of every queued position now (readers of the cache itself, e.g. an engine)."""
-        taken = self._take_pending()
-        if taken is None:
+        ctx = self._take_pending()
+        if ctx is None:
             return
-        ctx, pos = taken
+        start = int(self._ctx_k[0].shape[1])
+        pos = torch.arange(start, start + ctx.shape[0], device=ctx.device)
         for i, layer in enumerate(self.layer_stack()):
             k, v = layer.kv(ctx, pos)
             self._ctx_k[i] = torch.cat([self._ctx_k[i], k], 1)
@@ -269,11 +270,11 @@ class Drafter(nn.Module):
         ids[0] = anchor_id
         t = self.length
         pos = torch.arange(t, t + block_size, device=dev)
-        new_ctx, new_pos = self._take_pending() or (None, None)
+        new_ctx = self._take_pending()
         h = self.embed(ids)
         for i, layer in enumerate(self.layer_stack()):
             h, self._ctx_k[i], self._ctx_v[i] = layer.extending(h, pos, self._ctx_k[i], self._ctx_v[i],
-                                                                new_ctx=new_ctx, new_pos=new_pos)
+                                                                new_ctx=new_ctx)
         return self.logits(h[1:]).cpu()  # decoding (grammar, gate) works on the CPU
 
     # -- packed training forward --

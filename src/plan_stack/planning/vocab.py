@@ -7,8 +7,11 @@ holds exactly one token (position alignment). `<oof>` marks a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from plan_stack.planning.errors import PlanningError
 
@@ -75,6 +78,18 @@ class Vocab:
         if 0 <= k <= N_BINS and self.ids[COORD_TOKENS[k]] == token_id:
             return k
         return None
+
+    @functools.cached_property
+    def _coord_id_array(self) -> np.ndarray:
+        return np.array(self.coord_ids(), dtype=np.int64)
+
+    def coord_bins(self, token_ids: np.ndarray) -> np.ndarray | None:
+        """`coord_value` of many ids at once: their bins, or None if any of them is not a coordinate."""
+        ids = np.asarray(token_ids, dtype=np.int64)
+        bins = ids - self.coord0
+        if not bool(((bins >= 0) & (bins <= N_BINS)).all()) or not bool((self._coord_id_array[bins] == ids).all()):
+            return None
+        return bins
 
     @property
     def start_ids(self) -> frozenset[int]:
