@@ -104,6 +104,40 @@ def test_queued_positions_draft_as_if_extended_one_pass_at_a_time(text_target, s
     assert lazy.length == 12
 
 
+def test_drafting_pass_equals_forward_also_after_the_weights_change(text_target, small_drafter):
+    """`extending` (fused products over cached concatenated weights) computes what `kv` and `forward` do,
+    with and without new context rows, also after the weights change in place (an optimiser step, a
+    loaded checkpoint): its cached weights never go stale."""
+    d = small_drafter(text_target, seed=2)
+    layer, width = d.layer_stack()[0], d.config.width
+    gen = torch.Generator().manual_seed(0)
+    ctx, new, h = (torch.randn(n, width, generator=gen) for n in (5, 3, 4))
+
+    def check():
+        with torch.no_grad():
+            k0, v0 = layer.kv(ctx, torch.arange(5))
+            kn, vn = layer.kv(new, torch.arange(5, 8))
+            k, v = torch.cat([k0, kn], 1), torch.cat([v0, vn], 1)
+            want = layer(h, torch.arange(8, 12), k, v)
+            got, gk, gv = layer.extending(h, k0, v0, new)
+            assert torch.allclose(got, want, atol=1e-5)
+            assert torch.allclose(gk, k, atol=1e-6) and torch.allclose(gv, v, atol=1e-6)
+            got_plain, pk, _ = layer.extending(h, k, v)  # nothing new: the context stays as it was
+            assert torch.allclose(got_plain, want, atol=1e-5) and torch.equal(pk, k)
+
+    with torch.no_grad():  # norm weights away from 1: each head norm's weight must reach its own heads
+        for p in layer.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.3 + (1.0 if p.ndim == 1 else 0.0))
+    check()
+    with torch.no_grad():  # in place, as an optimiser step does
+        layer.k_norm.weight.mul_(2.0)
+        layer.up.weight.add_(0.1)
+        layer.q_proj.weight.neg_()
+    check()
+    layer.load_state_dict({k: v * 0.5 for k, v in layer.state_dict().items()})
+    check()
+
+
 def test_checkpoint_round_trip(text_target, small_drafter, tmp_path):
     d = small_drafter(text_target, seed=3)
     save_drafter(d, tmp_path)

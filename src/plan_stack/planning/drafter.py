@@ -63,12 +63,18 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # one fused op: a draft is a few hundred small ops, each costs its dispatch (ONNX has no rms_norm at
-        # the opsets the engines export to)
-        if x.dtype == torch.float32 and not torch.onnx.is_in_onnx_export():
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
-        x32 = x.float()
-        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+        return rms_norm(x, self.eps, self.weight)
+
+
+def rms_norm(x: torch.Tensor, eps: float, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """RMS norm over the last axis, computed in float32, times `weight` (None: 1)."""
+    # one fused op: a draft is a few hundred small ops, each costs its dispatch (ONNX has no rms_norm at
+    # the opsets the engines export to)
+    if x.dtype == torch.float32 and not torch.onnx.is_in_onnx_export():
+        return F.rms_norm(x, x.shape[-1:], weight, eps)
+    x32 = x.float()
+    out = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return out if weight is None else out * weight
 
 
 def _cos_sin(pos: torch.Tensor, d: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,6 +108,19 @@ def _rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     else:
         cos_t, sin_t = _rope_table(d, theta, int(pos.max()) + 1, x.device, x.dtype)
         cos, sin = cos_t[pos], sin_t[pos]
+    return _rotate(x, cos, sin)
+
+
+def _rope_from(x: torch.Tensor, start: int, theta: float) -> torch.Tensor:
+    """`_rope` at the consecutive positions start, start+1, ... (x [..., n, d]): slices of the table, no
+    gather."""
+    d, n = x.shape[-1], x.shape[-2]
+    cos_t, sin_t = _rope_table(d, theta, start + n, x.device, x.dtype)
+    return _rotate(x, cos_t[start:start + n], sin_t[start:start + n])
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1]
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
@@ -121,6 +140,8 @@ class DrafterLayer(nn.Module):
         self.gate = nn.Linear(c.width, c.intermediate, bias=False)
         self.up = nn.Linear(c.width, c.intermediate, bias=False)
         self.down = nn.Linear(c.intermediate, c.width, bias=False)
+        self._fused_key: tuple = ()
+        self._fused_weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def kv(self, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys/values [kv_heads, n, head_dim] of inputs x [n, width] at positions pos [n]."""
@@ -131,33 +152,15 @@ class DrafterLayer(nn.Module):
 
     def forward(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
-        """h [n, width] block states; ctx_k/v [kv, T, hd]; mask [n, T+n] bool (None = see all)."""
-        return self.extending(h, pos, ctx_k, ctx_v, mask)[0]
+        """h [n, width] block states; ctx_k/v [kv, T, hd]; mask [n, T+n] bool (None = see all).
 
-    def extending(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
-                  mask: torch.Tensor | None = None, new_ctx: torch.Tensor | None = None,
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`forward`, and the context grown by `new_ctx` [m, width] (the positions after ctx_k's) in the same
-        pass (inference: `mask` must be None then).
-
-        Returns (h, ctx_k, ctx_v) with the m new positions appended to the context. Their keys and values
-        go through the same projections as the block's, in one product each: a committed step's context
-        costs no pass of its own (the block then sees the new positions too).
-        """
+        Training and export (any positions, gradients, an ONNX graph); drafting goes through `extending`."""
         c = self.c
         n = h.shape[0]
         x = self.in_norm(h)
-        q = self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1)
-        q = _rope(q, pos, c.rope_theta)
-        m = 0
-        if new_ctx is not None and new_ctx.shape[0]:
-            m = new_ctx.shape[0]
-            start = ctx_k.shape[1]
-            x = torch.cat([new_ctx, x])
-            pos = torch.cat([torch.arange(start, start + m, device=pos.device), pos])
+        q = _rope(self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1), pos, c.rope_theta)
         k, v = self.kv(x, pos)
         k, v = torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1)
-        grown = ctx_k.shape[1] + m
         if torch.onnx.is_in_onnx_export():  # the exporters know no enable_gqa: heads repeated explicitly
             kr = k.repeat_interleave(c.heads // c.kv_heads, 0)
             vr = v.repeat_interleave(c.heads // c.kv_heads, 0)
@@ -167,7 +170,56 @@ class DrafterLayer(nn.Module):
                                                  enable_gqa=c.heads != c.kv_heads)[0]
         h = h + self.o_proj(att.transpose(0, 1).reshape(n, c.heads * c.head_dim))
         x = self.post_norm(h)
-        return h + self.down(F.silu(self.gate(x)) * self.up(x)), k[:, :grown], v[:, :grown]
+        return h + self.down(F.silu(self.gate(x)) * self.up(x))
+
+    @torch.no_grad()
+    def extending(self, h: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
+                  new_ctx: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Drafting: `forward` for a block at the positions right after the context, the context first grown
+        by `new_ctx` [m, width] (positions after ctx_k's) in the same pass.
+
+        Returns (h, ctx_k, ctx_v) with the m new positions appended. A draft pass is a few hundred small
+        operations, each paying its dispatch, so the products are fused: queries, keys and values in one
+        (the new context's rows and the block's together: a committed step's context costs no pass of its
+        own), their head norms in one, gate and up in one; rotary tables are sliced, not gathered. Same
+        values as `forward` plus `kv` (tested).
+        """
+        c = self.c
+        heads, kv_heads, hd = c.heads, c.kv_heads, c.head_dim
+        n = h.shape[0]
+        m = 0 if new_ctx is None else new_ctx.shape[0]
+        x = self.in_norm(h)
+        if new_ctx is not None and m:
+            x = torch.cat([new_ctx, x])
+        start = ctx_k.shape[1]
+        w_qkv, w_qk_norm, w_gate_up = self._fused()
+        qkv = F.linear(x, w_qkv)
+        qk = rms_norm(qkv[:, :(heads + kv_heads) * hd].reshape(m + n, heads + kv_heads, hd), c.rms_eps) * w_qk_norm
+        q = _rope_from(qk[m:, :heads].transpose(0, 1), start + m, c.rope_theta)
+        k = _rope_from(qk[:, heads:].transpose(0, 1), start, c.rope_theta)
+        v = qkv[:, (heads + kv_heads) * hd:].reshape(m + n, kv_heads, hd).transpose(0, 1)
+        k, v = torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1)
+        att = F.scaled_dot_product_attention(q[None], k[None], v[None], enable_gqa=heads != kv_heads)[0]
+        h = h + self.o_proj(att.transpose(0, 1).reshape(n, heads * hd))
+        gate_up = F.linear(self.post_norm(h), w_gate_up)
+        act = F.silu(gate_up[:, :c.intermediate]) * gate_up[:, c.intermediate:]
+        return h + self.down(act), k[:, :start + m], v[:, :start + m]
+
+    def _fused(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The weights `extending` multiplies by, concatenated: q|k|v projections, the q and k head norms
+        (one row per head), gate|up. Rebuilt whenever a weight changed (moved, loaded, trained in place)."""
+        c = self.c
+        params = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight, self.q_norm.weight,
+                  self.k_norm.weight, self.gate.weight, self.up.weight)
+        key = tuple((p.data_ptr(), p._version) for p in params)
+        if key != self._fused_key or self._fused_weights is None:
+            with torch.no_grad():
+                self._fused_weights = (
+                    torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]),
+                    torch.cat([self.q_norm.weight.expand(c.heads, -1), self.k_norm.weight.expand(c.kv_heads, -1)]),
+                    torch.cat([self.gate.weight, self.up.weight]))
+            self._fused_key = key
+        return self._fused_weights
 
 
 class Drafter(nn.Module):
@@ -268,13 +320,10 @@ class Drafter(nn.Module):
         dev = self.fc.weight.device
         ids = torch.full((block_size,), self.config.mask_token_id, dtype=torch.long, device=dev)
         ids[0] = anchor_id
-        t = self.length
-        pos = torch.arange(t, t + block_size, device=dev)
         new_ctx = self._take_pending()
         h = self.embed(ids)
         for i, layer in enumerate(self.layer_stack()):
-            h, self._ctx_k[i], self._ctx_v[i] = layer.extending(h, pos, self._ctx_k[i], self._ctx_v[i],
-                                                                new_ctx=new_ctx)
+            h, self._ctx_k[i], self._ctx_v[i] = layer.extending(h, self._ctx_k[i], self._ctx_v[i], new_ctx)
         return self.logits(h[1:]).cpu()  # decoding (grammar, gate) works on the CPU
 
     # -- packed training forward --
