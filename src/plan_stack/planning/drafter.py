@@ -207,7 +207,8 @@ class DrafterLayer(nn.Module):
 
     def _fused(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The weights `extending` multiplies by, concatenated: q|k|v projections, the q and k head norms
-        (one row per head), gate|up. Rebuilt whenever a weight changed (moved, loaded, trained in place)."""
+        (one row per head), gate|up. Rebuilt whenever a weight changed: moved (its storage) or written in place
+        (a loaded checkpoint, an optimiser step: the tensor's version counter)."""
         c = self.c
         params = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight, self.q_norm.weight,
                   self.k_norm.weight, self.gate.weight, self.up.weight)
