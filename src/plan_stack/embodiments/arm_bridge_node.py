@@ -56,6 +56,8 @@ __all__ = ["ArmBridgeNode"]
 #: Wall-clock poll period of a running goal (cancel/preemption latency); feedback is paced
 #: separately by the feedback period on the robot clock.
 _GOAL_POLL_S = 0.005
+#: diagnostics cadence, and how often the joint_states publishers are counted (a graph query)
+_DIAGNOSTICS_PERIOD_S = 1.0
 
 _WATCHDOG_LEVEL = {WatchdogState.WAITING: STALE, WatchdogState.FOLLOWING: OK,
                    WatchdogState.HOLDING: WARN}
@@ -80,7 +82,7 @@ class ArmBridgeNode(Node):
         self.bridge = ArmBridge(names, limits, self._settings(cfg), tracked, tolerance)
         self.names, self.limits = self.bridge.names, limits
         self._joints = JointSelector(self.state_joint_names)
-        self.diagnostics = Diagnostics(self, 1.0)
+        self.diagnostics = Diagnostics(self, _DIAGNOSTICS_PERIOD_S)
         self._refusal_log = RepeatFilter()
         self._refusals = 0  # commands refused since start (diagnostics `commands`, value `refused`)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS,
@@ -98,6 +100,7 @@ class ArmBridgeNode(Node):
         self.create_timer(self.bridge.settings.watchdog_timeout_s / 4.0, self._watchdog, callback_group=self._group)
         self.create_service(Trigger, "~/reset_protective_stop", self._on_reset_protective_stop,
                             callback_group=self._group)
+        self.create_timer(_DIAGNOSTICS_PERIOD_S, self._check_joint_state_publishers, callback_group=self._group)
         on_clock_reset(self, self._on_clock_reset)
 
     # --- embodiment hooks ---------------------------------------------------------
@@ -165,6 +168,28 @@ class ArmBridgeNode(Node):
         self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for "
                                 "joint_states", now=True)
 
+    def _joint_state_publishers(self) -> tuple[str, list[str]]:
+        """The resolved joint_states topic and the nodes publishing it."""
+        topic = self.resolve_topic_name("joint_states")
+        nodes = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in self.get_publishers_info_by_topic(topic)]
+        return topic, sorted(nodes)
+
+    def _more_than_one_robot(self) -> str:
+        """Why the measurement may jump, when more than one node publishes joint_states (else empty): two
+        robots or simulators on one ROS domain each send their own joint states, and the tracking check
+        reads the jumps between them as a collision."""
+        topic, nodes = self._joint_state_publishers()
+        if len(nodes) < 2:
+            return ""
+        return f"{len(nodes)} publishers on {topic} ({', '.join(nodes)}): two robots or simulators on one ROS domain?"
+
+    def _check_joint_state_publishers(self) -> None:
+        said = self._more_than_one_robot()
+        if said:
+            self.diagnostics.report("joint_states_publishers", WARN, said)
+        else:
+            self.diagnostics.report("joint_states_publishers", OK, "one publisher or none")
+
     # --- inputs -----------------------------------------------------------------
 
     def _now(self) -> float:
@@ -196,10 +221,12 @@ class ArmBridgeNode(Node):
         if stop is not None:
             self._refusal_log.reset()
             service = f"{self.get_fully_qualified_name()}/reset_protective_stop"
-            self.get_logger().error(f"protective stop: {stop.reason}; arms held where measured, commands refused "
-                                    f"until {service} is called (ros2 service call {service} "
+            also = self._more_than_one_robot()
+            also = f" [{also}]" if also else ""
+            self.get_logger().error(f"protective stop: {stop.reason}{also}; arms held where measured, commands "
+                                    f"refused until {service} is called (ros2 service call {service} "
                                     f"std_srvs/srv/Trigger)")
-            self.diagnostics.report("protective_stop", ERROR, f"protective stop: {stop.reason}", now=True,
+            self.diagnostics.report("protective_stop", ERROR, f"protective stop: {stop.reason}{also}", now=True,
                                     joint=stop.joint, tracking_error=f"{stop.error:.4f}",
                                     threshold=f"{stop.threshold:.4g}")
 

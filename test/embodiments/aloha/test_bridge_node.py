@@ -272,6 +272,26 @@ def test_streamed_trajectory_is_followed(graph, arm):
     assert probe.now() - t0 <= (time.monotonic() - wall0) * 1.05 + 0.05
 
 
+def test_a_second_joint_states_publisher_is_named(graph):
+    """Two simulators or robots on one ROS domain both publish joint_states, and the tracking check reads the
+    jumps between them as a collision: the bridge names the publishers on /diagnostics (and in a stop)."""
+    ex, probe, _ = graph
+
+    def said(level) -> list[str]:
+        return [s.message for s in probe.diag if s.name == "aloha_bridge: joint_states_publishers"
+                and s.level == level]
+
+    assert spin_until(ex, lambda: said(OK), 5.0) and not said(WARN)
+    second = probe.create_publisher(JointState, "joint_states", SENSOR_QOS)  # it need not publish to be there
+    try:
+        assert spin_until(ex, lambda: any("2 publishers on /joint_states (/aloha_sim, /probe)" in m
+                                          for m in said(WARN)), 10.0), said(WARN)
+    finally:
+        probe.destroy_publisher(second)
+    ok = len(said(OK))
+    assert spin_until(ex, lambda: len(said(OK)) > ok, 10.0)
+
+
 def _reset(ex, probe) -> Trigger.Response:
     fut = probe.reset.call_async(Trigger.Request())
     assert spin_until(ex, fut.done, 10.0)
