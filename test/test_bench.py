@@ -84,3 +84,21 @@ def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
     assert set(graph.MODEL_NODES) <= set(full)
     assert set(lean) == set(full) - set(graph.MODEL_NODES)
     assert all(lean[n].parameters == full[n].parameters for n in lean)
+
+
+def test_train_bench_compares_one_process_with_ranks(tmp_path):
+    """bench/train.py trains the recipe's target and drafter on a recorded split, one process against ranks."""
+    from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
+
+    record_episode(7, tmp_path / "split", DriveRecordOptions(width=112, height=112, duration_s=2.0,
+                                                             camera_rate_hz=2.0, keyframe_period_s=0.5))
+    out = tmp_path / "train.json"
+    res = subprocess.run([sys.executable, str(BENCH / "train.py"), "--robot", "drive", "--data",
+                          str(tmp_path / "split"), "--steps", "2", "--reps", "1", "--threads", "2", "--json", str(out)],
+                         capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    runs = [(r["stage"], r["ranks"]) for r in rows if r["rep"] != "median"]
+    assert sorted(runs) == [("drafter", 1), ("drafter", 2), ("target", 1), ("target", 2)]
+    assert all(r["steps_per_s"] > 0 for r in rows)
+    assert {r["x_vs_one_process"] for r in rows if r["rep"] == "median" and r["ranks"] == 1} == {1.0}

@@ -221,13 +221,14 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     out = tmp_path / "model"
     assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"),
                  "--out", str(out), "--init-from", "drive", "--target-steps", "2", "--drafter-steps", "2",
-                 "--stages", "target,drafter", "--extra-split", "onpolicy"]) == 0
+                 "--stages", "target,drafter", "--extra-split", "onpolicy", "--ranks", "2"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     before = json.loads((shipped / "manifest.json").read_text())
     assert manifest["coordinate_ranges"] == before["coordinate_ranges"]
     assert manifest["initialised_from"]["model_dir"] == str(shipped)
     assert manifest["data"]["planner_trains_on"] == ["train", *PLANNER_EXTRA_SPLITS["drive"], "onpolicy"]
     assert manifest["recipe"]["target_locate_weight"] == 0.0 and manifest["target_training"]["steps"] == 2
+    assert manifest["target_training"]["ranks"] == manifest["drafter_training"]["ranks"] == 2
     tuned, start = load_planner_model(out), load_planner_model(shipped)
     a = dict(tuned.target.model.named_parameters())
     start_params = dict(start.target.model.named_parameters())

@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from plan_stack.config import param, validate
 from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
+from plan_stack.planning.data_parallel import Ranks, run_ranks
 from plan_stack.planning.drafter import Drafter, load_drafter, packed_mask, save_drafter
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
@@ -215,13 +216,15 @@ def _batches(samples: Sequence[Sample], batch: int, rng: random.Random) -> Itera
 
 def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: TrainConfig,
           out_dir: str | os.PathLike | None = None, resume: bool = False, progress: bool = False,
-          data_id: dict | None = None, force_resume: bool = False) -> list[float]:
+          data_id: dict | None = None, force_resume: bool = False, ranks: int = 1) -> list[float]:
     """Train `drafter` in place; returns the loss of every step run here.
 
     With `out_dir`, checkpoints go there every `checkpoint_every` steps and at
     the end; `resume=True` continues from the checkpoint found there, which
     must have been trained on the same data (`data_id`, e.g.
-    `data.episodes.data_fingerprint`) unless `force_resume`.
+    `data.episodes.data_fingerprint`) unless `force_resume`. `ranks` > 1: data-parallel on the CPU
+    (`data_parallel.run_ranks`, one thread each): the batch order is the same on every rank, and each rank
+    draws its blocks' anchors from (seed, step, rank).
     """
     if not samples:
         raise PlanningError("no training samples")
@@ -245,23 +248,37 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
         from tqdm import tqdm
 
         bar = tqdm(total=cfg.steps, initial=step0, desc="train-drafter", unit="step")
-    drafter.train()
-    for step in range(step0, cfg.steps):
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(step, cfg)
-        loss = block_loss(drafter, target, next(batches), cfg, rng)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(drafter.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(float(loss.detach()))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        done = step + 1
-        if out_dir is not None and (done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
-            save_checkpoint(drafter, opt, done, rng, out_dir, data_id)
+    params = list(drafter.parameters())
+
+    def loop(where: Ranks) -> None:
+        nonlocal bar
+        if bar is not None and not where.lead:
+            bar = None  # a forked rank's copy: only rank 0 draws
+        drafter.train()
+        for step in range(step0, cfg.steps):
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(step, cfg)
+            batch = next(batches)
+            anchors = rng if where.world == 1 else random.Random(f"{cfg.seed}:{step}:{where.rank}")
+            loss = block_loss(drafter, target, where.share(batch), cfg, anchors)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            said = where.average(params, loss)
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            opt.step()
+            losses.append(said[0])
+            done = step + 1
+            if not where.lead:
+                continue
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+            if out_dir is not None and (done == cfg.steps or (cfg.checkpoint_every
+                                                               and done % cfg.checkpoint_every == 0)):
+                save_checkpoint(drafter, opt, done, rng, out_dir, data_id)
+
+    run_ranks(ranks if step0 < cfg.steps else 1, loop)  # nothing left to train: no ranks to fork
     if bar is not None:
         bar.close()
     drafter.eval()

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from plan_stack.config import param, validate
+from plan_stack.planning.data_parallel import Ranks, run_ranks
 from plan_stack.planning.errors import PlanningError
 
 __all__ = ["TargetTrainConfig", "TrainItem", "LocateHead", "locate_loss", "collate", "augment", "train_target",
@@ -214,12 +215,13 @@ def check_resume(saved: dict | None, current: dict | None, force: bool, what: st
 def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig, out_dir: str | os.PathLike,
                  *, data_id: dict | None = None, resume: bool = False, force_resume: bool = False,
                  evaluate: Callable[[Any], float] | None = None, progress: bool = False,
-                 log: Callable[[str], None] = print) -> dict:
+                 log: Callable[[str], None] = print, ranks: int = 1) -> dict:
     """Train `model.target.model` in place; returns {losses, best_score, best_step, minutes, steps, locate_losses,
     locate_rms} (the last two: the localisation loss per step and its RMS over the last 50 steps, image fractions).
 
     With `evaluate`, the best-scoring weights are saved under `out_dir/best`
-    (`save_target` format) and loaded back into the model at the end.
+    (`save_target` format) and loaded back into the model at the end. `ranks` > 1: data-parallel on the CPU
+    (`data_parallel.run_ranks`, one thread each), each rank's augmentation drawn from (seed, step, rank).
     """
     from plan_stack.planning.target import load_target, save_target
 
@@ -247,6 +249,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     no_decay = [p for n, p in params if not (p.ndim >= 2 and "norm" not in n)]
     for _, p in params:
         p.requires_grad_(True)
+    trained = [p for _, p in params]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, cfg.beta2))
     from plan_stack.planning import vocab as V
@@ -302,47 +305,59 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
             save_target(model.target, os.path.join(out_dir, BEST_DIR))
         log(f"step {done}: selection score {score:.4f}{mark}")
 
-    net.train()
-    for step in range(step0, cfg.steps):
-        if len(order) < cfg.batch_size:
-            fresh = list(range(len(items)))
-            rng.shuffle(fresh)
-            order += fresh
-        idx, order = order[:cfg.batch_size], order[cfg.batch_size:]
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(step, cfg)
-        chosen = [items[i] for i in idx]
-        batch = collate(model, chosen, nrng if cfg.augment else None)
-        captured.clear()  # the selection decodes run the tower too: only this step's tokens may be read
-        if cfg.coord_sigma_bins > 0:
-            labels = batch.pop("labels").to(device)
-            out = net(**{k: v.to(device) for k, v in batch.items()})
-            loss = response_loss(out.logits, labels, coord_ids, cfg.coord_sigma_bins)
-        else:
-            out = net(**{k: v.to(device) for k, v in batch.items()})
-            loss = out.loss
-        if head is not None and "merged" in captured:
-            aux = locate_loss(head, captured.pop("merged"), batch["image_grid_thw"], chosen,
-                              net.config.vision_config.spatial_merge_size)
-            locate_errs.append(float(aux.detach()))
-            loss = loss + cfg.locate_weight * aux
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-        opt.step()
-        losses.append(float(loss.detach()))
-        done = step + 1
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", **({"locate_px224": f"{224 * math.sqrt(locate_errs[-1]):.1f}"}
-                                                          if locate_errs else {}))
-        if cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps:
-            run_eval(done)
-        if done == cfg.steps:
-            run_eval(done)
-        if done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
-            save_state(done)
+    def loop(where: Ranks) -> None:
+        nonlocal order, bar
+        if bar is not None and not where.lead:
+            bar = None  # a forked rank's copy: only rank 0 draws
+        net.train()
+        for step in range(step0, cfg.steps):
+            if len(order) < cfg.batch_size:
+                fresh = list(range(len(items)))
+                rng.shuffle(fresh)
+                order += fresh
+            idx, order = order[:cfg.batch_size], order[cfg.batch_size:]
+            for group in opt.param_groups:
+                group["lr"] = _lr_at(step, cfg)
+            chosen = [items[i] for i in where.share(idx)]
+            aug = (nrng if where.world == 1 else np.random.default_rng((cfg.seed, step, where.rank))) \
+                if cfg.augment else None
+            batch = collate(model, chosen, aug)
+            captured.clear()  # the selection decodes run the tower too: only this step's tokens may be read
+            if cfg.coord_sigma_bins > 0:
+                labels = batch.pop("labels").to(device)
+                out = net(**{k: v.to(device) for k, v in batch.items()})
+                loss = response_loss(out.logits, labels, coord_ids, cfg.coord_sigma_bins)
+            else:
+                out = net(**{k: v.to(device) for k, v in batch.items()})
+                loss = out.loss
+            aux = None
+            if head is not None and "merged" in captured:
+                aux = locate_loss(head, captured.pop("merged"), batch["image_grid_thw"], chosen,
+                                  net.config.vision_config.spatial_merge_size)
+                loss = loss + cfg.locate_weight * aux
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            said = where.average(trained, loss, *([aux] if aux is not None else []))
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+            opt.step()
+            losses.append(said[0])
+            if aux is not None:
+                locate_errs.append(said[1])
+            done = step + 1
+            if not where.lead:
+                continue
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.3f}",
+                                **({"locate_px224": f"{224 * math.sqrt(locate_errs[-1]):.1f}"} if locate_errs else {}))
+            if (cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps) or done == cfg.steps:
+                with where.leading():
+                    run_eval(done)
+            if done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
+                save_state(done)
+
+    run_ranks(ranks if step0 < cfg.steps else 1, loop)  # nothing left to train: no ranks to fork
     if bar is not None:
         bar.close()
     if hook is not None:

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Training throughput: one process against data-parallel ranks, side by side, on a robot's recipe.
+
+For each stage (the target, then the drafter on it) and each rank count, the recipe's model is built
+afresh from the same seed and trained `--steps` steps on the same recorded keyframes, with the whole
+`--threads` budget shared by the ranks; the rank counts alternate which goes first from one repetition to
+the next, since the machine's speed drifts. Each row is one run (fork and the first steps included);
+the summary rows give the median steps/s and its ratio to one process.
+
+    plan-stack record-demos --robot drive --episodes 8 --out /tmp/drive_val --width 224 --height 224 \\
+        --camera-rate 2 --keyframe-period 0.5
+    python bench/train.py --robot drive --data /tmp/drive_val --steps 60 --reps 2 --json out/bench/train.json
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import torch
+from report import add_json_option, report  # bench/report.py: shared table + JSON output
+
+from plan_stack.data.episodes import ROBOTS, load_keyframes
+from plan_stack.data.samples import KeyframeSamples, fit_ranges, response_tokens
+from plan_stack.planning import drafter as D
+from plan_stack.planning import training as TR
+from plan_stack.planning import training_target as TT
+from plan_stack.planning.model_dir import PlannerModel
+from plan_stack.planning.training_cli import RECIPES, build_target, located_centre, usable_cores
+
+COLUMNS = ["stage", "ranks", "threads_per_rank", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
+           "x_vs_one_process"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--robot", default="drive", choices=sorted(RECIPES))
+    ap.add_argument("--data", required=True, help="a recorded split (record-demos output) to train on")
+    ap.add_argument("--keyframes", type=int, default=400, help="keyframes read from --data (default 400)")
+    ap.add_argument("--steps", type=int, default=60, help="optimiser steps per run (default 60)")
+    ap.add_argument("--reps", type=int, default=2, help="runs per stage and rank count (default 2)")
+    ap.add_argument("--ranks", default="1,2", help="rank counts to compare (default 1,2)")
+    ap.add_argument("--threads", type=int, default=usable_cores(), help="torch threads shared by the ranks")
+    ap.add_argument("--stages", default="target,drafter")
+    add_json_option(ap)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    recipe, spec = RECIPES[args.robot], ROBOTS[args.robot]
+    keyframes = load_keyframes(args.data, spec, recipe.image_size)[:args.keyframes]
+    if not keyframes:
+        raise SystemExit(f"{args.data}: no keyframes")
+    ranges, workspace = fit_ranges(keyframes, spec)
+    manifest = {"robot": args.robot, "cameras": list(spec.cameras), "image_size": list(recipe.image_size),
+                "coordinate_ranges": ranges, "workspace": workspace, "instruction": keyframes[0].instruction}
+
+    def fresh_model() -> PlannerModel:
+        torch.manual_seed(recipe.seed)
+        return PlannerModel("unsaved", build_target(recipe), None, manifest)
+
+    counts = [int(r) for r in args.ranks.split(",")]
+    rows: list[dict] = []
+    for stage in args.stages.split(","):
+        for rep in range(args.reps):
+            for ranks in counts if rep % 2 == 0 else counts[::-1]:
+                model = fresh_model()
+                with tempfile.TemporaryDirectory() as work:
+                    t0 = time.perf_counter()
+                    if stage == "target":
+                        items = [TT.TrainItem(kf.images, kf.instruction,
+                                              response_tokens(model.target, kf, spec, model.ranges)[0],
+                                              located_centre(kf, spec, recipe.locate)) for kf in keyframes]
+                        cfg = TT.TargetTrainConfig(steps=args.steps, batch_size=recipe.target_batch,
+                                                   lr=recipe.target_lr, eval_every=0, checkpoint_every=0,
+                                                   locate_weight=recipe.target_locate_weight,
+                                                   coord_sigma_bins=recipe.target_coord_sigma_bins, seed=recipe.seed)
+                        t0 = time.perf_counter()
+                        TT.train_target(model, items, cfg, work, log=lambda s: None, ranks=ranks)
+                        batch = cfg.batch_size
+                    else:
+                        drafter = D.new_drafter(model.target, width=recipe.drafter_width, layers=recipe.drafter_layers,
+                                                heads=4, kv_heads=2, head_dim=recipe.drafter_width // 4,
+                                                intermediate=2 * recipe.drafter_width)
+                        dcfg = TR.TrainConfig(steps=args.steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
+                                              max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0,
+                                              seed=recipe.seed)
+                        t0 = time.perf_counter()
+                        TR.train(drafter, model.target, KeyframeSamples(model, keyframes, spec), dcfg, ranks=ranks)
+                        batch = dcfg.batch_size
+                    seconds = time.perf_counter() - t0
+                rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
+                             "rep": rep, "steps": args.steps, "seconds": round(seconds, 2),
+                             "steps_per_s": round(args.steps / seconds, 3),
+                             "samples_per_s": round(args.steps * batch / seconds, 1)})
+        one = statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["ranks"] == counts[0])
+        for ranks in counts:
+            rate = statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["ranks"] == ranks)
+            rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
+                         "rep": "median", "steps": args.steps, "steps_per_s": round(rate, 3),
+                         "x_vs_one_process": round(rate / one, 2)})
+    report(rows, COLUMNS, args.json)
+
+
+if __name__ == "__main__":
+    main()
