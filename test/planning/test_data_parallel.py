@@ -110,6 +110,9 @@ def test_two_ranks_train_the_drafter(vl_target, small_drafter, tmp_path):
     assert (tmp_path / TR.STATE_FILE).is_file()  # rank 0 saved; a finished run resumes to nothing
     assert TR.train(small_drafter(vl_target, seed=9), vl_target, samples, cfg, out_dir=tmp_path, resume=True,
                     ranks=2) == []
+    # fewer samples than a batch: every step holds them all, too few to share, so one process trains
+    short = TR.TrainConfig(steps=2, batch_size=4, lr=1e-2, max_text_anchors=4, checkpoint_every=0, seed=0)
+    assert len(TR.train(small_drafter(vl_target, seed=9), vl_target, samples[:1], short, ranks=2)) == 2
 
 
 def test_train_refuses_ranks_that_do_not_divide_the_batches(tmp_path, capsys):

@@ -278,7 +278,9 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
                                                                and done % cfg.checkpoint_every == 0)):
                 save_checkpoint(drafter, opt, done, rng, out_dir, data_id)
 
-    run_ranks(ranks if step0 < cfg.steps else 1, loop)  # nothing left to train: no ranks to fork
+    # nothing left to train, or fewer samples than a batch (`_batches` then yields them all, too few to share):
+    # one process
+    run_ranks(ranks if step0 < cfg.steps and len(samples) >= cfg.batch_size else 1, loop)
     if bar is not None:
         bar.close()
     drafter.eval()
