@@ -269,10 +269,9 @@ class Decoder:
         """Geometric part of the VFlash gate: every 3D waypoint of a (schema-valid) block inside the
         workspace box, consecutive waypoints at most `gate_max_step_m` apart, and consecutive steps
         differing by at most `gate_max_step_change_m` (a waypoint thrown metres ahead and the next one
-        back on the path: each step alone can be a plausible length)."""
+        back on the path: each step alone can be a plausible length). A coordinate slot holding another token
+        is never plausible, even with every bound off."""
         max_step, max_change = self.config.gate_max_step_m, self.config.gate_max_step_change_m
-        if not self.workspace and max_step <= 0 and max_change <= 0:
-            return True
         tokens = np.asarray(block, dtype=np.int64)
         for positions, lo, step, box in self._geometry(layout):
             bins = self.vocab.coord_bins(tokens[positions])
