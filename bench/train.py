@@ -23,11 +23,10 @@ from report import add_json_option, report  # bench/report.py: shared table + JS
 
 from plan_stack.data.episodes import ROBOTS, load_keyframes
 from plan_stack.data.samples import KeyframeSamples, fit_ranges, response_tokens
-from plan_stack.planning import drafter as D
 from plan_stack.planning import training as TR
 from plan_stack.planning import training_target as TT
 from plan_stack.planning.model_dir import PlannerModel
-from plan_stack.planning.training_cli import RECIPES, build_target, located_centre, usable_cores
+from plan_stack.planning.training_cli import RECIPES, build_drafter, build_target, located_centre, usable_cores
 
 COLUMNS = ["stage", "ranks", "threads_per_rank", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
            "x_vs_one_process"]
@@ -59,34 +58,30 @@ def main() -> None:
         return PlannerModel("unsaved", build_target(recipe), None, manifest)
 
     counts = [int(r) for r in args.ranks.split(",")]
+    # the response tokens depend on the tokenizer and the ranges, the same for every fresh model: made once
+    probe = fresh_model()
+    items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(probe.target, kf, spec, probe.ranges)[0],
+                          located_centre(kf, spec, recipe.locate)) for kf in keyframes]
+    target_cfg = TT.TargetTrainConfig(steps=args.steps, batch_size=recipe.target_batch, lr=recipe.target_lr,
+                                      eval_every=0, checkpoint_every=0, locate_weight=recipe.target_locate_weight,
+                                      coord_sigma_bins=recipe.target_coord_sigma_bins, seed=recipe.seed)
+    drafter_cfg = TR.TrainConfig(steps=args.steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
+                                 max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0, seed=recipe.seed)
     rows: list[dict] = []
     for stage in args.stages.split(","):
+        batch = target_cfg.batch_size if stage == "target" else drafter_cfg.batch_size
         for rep in range(args.reps):
             for ranks in counts if rep % 2 == 0 else counts[::-1]:
                 model = fresh_model()
                 with tempfile.TemporaryDirectory() as work:
-                    t0 = time.perf_counter()
                     if stage == "target":
-                        items = [TT.TrainItem(kf.images, kf.instruction,
-                                              response_tokens(model.target, kf, spec, model.ranges)[0],
-                                              located_centre(kf, spec, recipe.locate)) for kf in keyframes]
-                        cfg = TT.TargetTrainConfig(steps=args.steps, batch_size=recipe.target_batch,
-                                                   lr=recipe.target_lr, eval_every=0, checkpoint_every=0,
-                                                   locate_weight=recipe.target_locate_weight,
-                                                   coord_sigma_bins=recipe.target_coord_sigma_bins, seed=recipe.seed)
                         t0 = time.perf_counter()
-                        TT.train_target(model, items, cfg, work, log=lambda s: None, ranks=ranks)
-                        batch = cfg.batch_size
+                        TT.train_target(model, items, target_cfg, work, log=lambda s: None, ranks=ranks)
                     else:
-                        drafter = D.new_drafter(model.target, width=recipe.drafter_width, layers=recipe.drafter_layers,
-                                                heads=4, kv_heads=2, head_dim=recipe.drafter_width // 4,
-                                                intermediate=2 * recipe.drafter_width)
-                        dcfg = TR.TrainConfig(steps=args.steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
-                                              max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0,
-                                              seed=recipe.seed)
+                        drafter = build_drafter(recipe, model.target)
                         t0 = time.perf_counter()
-                        TR.train(drafter, model.target, KeyframeSamples(model, keyframes, spec), dcfg, ranks=ranks)
-                        batch = dcfg.batch_size
+                        TR.train(drafter, model.target, KeyframeSamples(model, keyframes, spec), drafter_cfg,
+                                 ranks=ranks)
                     seconds = time.perf_counter() - t0
                 rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
                              "rep": rep, "steps": args.steps, "seconds": round(seconds, 2),

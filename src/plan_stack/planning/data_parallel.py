@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -168,9 +169,7 @@ def run_ranks(world: int, body: Callable[[Ranks], T]) -> T:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
         torch.set_num_threads(restore)
-        for name in os.listdir(store_dir):
-            os.remove(os.path.join(store_dir, name))
-        os.rmdir(store_dir)
+        shutil.rmtree(store_dir, ignore_errors=True)
     codes = {rank: _wait(pid) for rank, pid in children.items()}
     failed = {rank: code for rank, code in codes.items() if code != 0}
     if failed:

@@ -251,9 +251,6 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
     params = list(drafter.parameters())
 
     def loop(where: Ranks) -> None:
-        nonlocal bar
-        if bar is not None and not where.lead:
-            bar = None  # a forked rank's copy: only rank 0 draws
         drafter.train()
         for step in range(step0, cfg.steps):
             for group in opt.param_groups:

@@ -277,6 +277,14 @@ def build_target(recipe: Recipe) -> Any:
                        vision_depth=recipe.vision_depth, vision_patch=recipe.vision_patch, seed=recipe.seed)
 
 
+def build_drafter(recipe: Recipe, target: Any) -> Any:
+    """A fresh drafter of the recipe's size on `target` (it shares the target's embeddings and LM head)."""
+    from plan_stack.planning.drafter import new_drafter
+
+    return new_drafter(target, width=recipe.drafter_width, layers=recipe.drafter_layers, heads=4, kv_heads=2,
+                       head_dim=recipe.drafter_width // 4, intermediate=2 * recipe.drafter_width)
+
+
 def clipped_points(keyframes: Sequence[Any], ranges: dict, spec: Any) -> int:
     """How many annotated points of `keyframes` lie outside `ranges` on some axis (the quantiser clips them)."""
     import numpy as np
@@ -580,9 +588,7 @@ def run(args: argparse.Namespace) -> int:
         elif init_dir is not None:
             drafter = D.load_drafter(init_dir / "drafter", target)
         else:
-            drafter = D.new_drafter(target, width=recipe.drafter_width, layers=recipe.drafter_layers, heads=4,
-                                    kv_heads=2, head_dim=recipe.drafter_width // 4,
-                                    intermediate=2 * recipe.drafter_width)
+            drafter = build_drafter(recipe, target)
         drafter.to(device)
     if "drafter" in stages:
         samples = KeyframeSamples(model, planner_kf, spec)  # built batch by batch: see its docstring

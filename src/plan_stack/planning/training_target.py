@@ -306,9 +306,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         log(f"step {done}: selection score {score:.4f}{mark}")
 
     def loop(where: Ranks) -> None:
-        nonlocal order, bar
-        if bar is not None and not where.lead:
-            bar = None  # a forked rank's copy: only rank 0 draws
+        nonlocal order
         net.train()
         for step in range(step0, cfg.steps):
             if len(order) < cfg.batch_size:
