@@ -7,13 +7,20 @@ afresh from the same seed and trained `--steps` steps on the same recorded keyfr
 the next, since the machine's speed drifts. Each row is one run (fork and the first steps included);
 the summary rows give the median steps/s and its ratio to one process.
 
+Stage `selection`: the target's checkpoint-selection decodes (greedy AR on `--selection-keyframes`
+keyframes, `training_target.SharedSelection`) of the shipped model (`--model`), shared by the ranks or
+decoded by one process with every thread; one training step at learning rate 0 first, so every run
+decodes the same weights. There "steps" are keyframes decoded.
+
     plan-stack record-demos --robot drive --episodes 8 --out /tmp/drive_val --width 224 --height 224 \\
         --camera-rate 2 --keyframe-period 0.5
     python bench/train.py --robot drive --data /tmp/drive_val --steps 60 --reps 2 --json out/bench/train.json
+    python bench/train.py --robot drive --data /tmp/drive_val --stages selection --selection-keyframes 43
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -23,9 +30,11 @@ from report import add_json_option, report  # bench/report.py: shared table + JS
 
 from plan_stack.data.episodes import ROBOTS, load_keyframes
 from plan_stack.data.samples import KeyframeSamples, fit_ranges, response_tokens
+from plan_stack.eval import plans as EV
+from plan_stack.paths import find_data
 from plan_stack.planning import training as TR
 from plan_stack.planning import training_target as TT
-from plan_stack.planning.model_dir import PlannerModel
+from plan_stack.planning.model_dir import PlannerModel, load_planner_model
 from plan_stack.planning.training_cli import RECIPES, build_drafter, build_target, located_centre, usable_cores
 
 COLUMNS = ["stage", "ranks", "threads_per_rank", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
@@ -41,7 +50,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2, help="runs per stage and rank count (default 2)")
     ap.add_argument("--ranks", default="1,2", help="rank counts to compare (default 1,2)")
     ap.add_argument("--threads", type=int, default=usable_cores(), help="torch threads shared by the ranks")
-    ap.add_argument("--stages", default="target,drafter")
+    ap.add_argument("--stages", default="target,drafter", help="of target, drafter, selection")
+    ap.add_argument("--model", default=None, help="stage selection: the model decoded (default: the shipped one)")
+    ap.add_argument("--selection-keyframes", type=int, default=43, help="stage selection: keyframes decoded")
     add_json_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -69,12 +80,16 @@ def main() -> None:
                                  max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0, seed=recipe.seed)
     rows: list[dict] = []
     for stage in args.stages.split(","):
-        batch = target_cfg.batch_size if stage == "target" else drafter_cfg.batch_size
+        batch = {"target": target_cfg.batch_size, "drafter": drafter_cfg.batch_size, "selection": 1}[stage]
+        steps = args.selection_keyframes if stage == "selection" else args.steps
         for rep in range(args.reps):
             for ranks in counts if rep % 2 == 0 else counts[::-1]:
-                model = fresh_model()
+                model = fresh_model() if stage != "selection" else shipped_model(args, spec)
                 with tempfile.TemporaryDirectory() as work:
-                    if stage == "target":
+                    if stage == "selection":
+                        t0 = time.perf_counter()
+                        select_once(model, keyframes[:args.selection_keyframes], spec, target_cfg, work, ranks)
+                    elif stage == "target":
                         t0 = time.perf_counter()
                         TT.train_target(model, items, target_cfg, work, log=lambda s: None, ranks=ranks)
                     else:
@@ -84,16 +99,33 @@ def main() -> None:
                                  ranks=ranks)
                     seconds = time.perf_counter() - t0
                 rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
-                             "rep": rep, "steps": args.steps, "seconds": round(seconds, 2),
-                             "steps_per_s": round(args.steps / seconds, 3),
-                             "samples_per_s": round(args.steps * batch / seconds, 1)})
+                             "rep": rep, "steps": steps, "seconds": round(seconds, 2),
+                             "steps_per_s": round(steps / seconds, 3),
+                             "samples_per_s": round(steps * batch / seconds, 1)})
         one = statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["ranks"] == counts[0])
         for ranks in counts:
             rate = statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["ranks"] == ranks)
             rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
-                         "rep": "median", "steps": args.steps, "steps_per_s": round(rate, 3),
+                         "rep": "median", "steps": steps, "steps_per_s": round(rate, 3),
                          "x_vs_one_process": round(rate / one, 2)})
     report(rows, COLUMNS, args.json)
+
+
+def shipped_model(args: argparse.Namespace, spec) -> PlannerModel:
+    model = load_planner_model(args.model or find_data("models", args.robot))
+    if model.manifest.get("robot") != args.robot:
+        raise SystemExit(f"{model.path}: a {model.manifest.get('robot')} model, not {args.robot}")
+    return model
+
+
+def select_once(model: PlannerModel, keyframes, spec, cfg: TT.TargetTrainConfig, work: str, ranks: int) -> None:
+    """One training step at learning rate 0 (the weights stay), then the selection decodes of `keyframes`."""
+    items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(model.target, kf, spec, model.ranges)[0])
+             for kf in keyframes[:cfg.batch_size]]
+    selection = TT.SharedSelection(keyframes, lambda m, kfs: EV.predictions_for(m, kfs, spec, "ar"),
+                                   lambda kfs, preds: EV.scored(kfs, preds, spec, "ar").score)
+    TT.train_target(model, items, dataclasses.replace(cfg, steps=1, lr=0.0, locate_weight=0.0, augment=False),
+                    work, evaluate=selection, log=lambda s: None, ranks=ranks)
 
 
 if __name__ == "__main__":

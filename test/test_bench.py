@@ -94,11 +94,14 @@ def test_train_bench_compares_one_process_with_ranks(tmp_path):
                                                              camera_rate_hz=2.0, keyframe_period_s=0.5))
     out = tmp_path / "train.json"
     res = subprocess.run([sys.executable, str(BENCH / "train.py"), "--robot", "drive", "--data",
-                          str(tmp_path / "split"), "--steps", "2", "--reps", "1", "--threads", "2", "--json", str(out)],
+                          str(tmp_path / "split"), "--steps", "2", "--reps", "1", "--threads", "2", "--json", str(out),
+                          "--stages", "target,drafter,selection", "--selection-keyframes", "3"],
                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     rows = json.loads(out.read_text())
     runs = [(r["stage"], r["ranks"]) for r in rows if r["rep"] != "median"]
-    assert sorted(runs) == [("drafter", 1), ("drafter", 2), ("target", 1), ("target", 2)]
+    assert sorted(runs) == [("drafter", 1), ("drafter", 2), ("selection", 1), ("selection", 2), ("target", 1),
+                            ("target", 2)]
+    assert {r["steps"] for r in rows if r["stage"] == "selection"} == {3}  # keyframes decoded by the shipped model
     assert all(r["steps_per_s"] > 0 for r in rows)
     assert {r["x_vs_one_process"] for r in rows if r["rep"] == "median" and r["ranks"] == 1} == {1.0}

@@ -13,12 +13,22 @@ from plan_stack.planning.data_parallel import Ranks, check_ranks, run_ranks
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.model_dir import PlannerModel
 from plan_stack.planning.target import tiny_target
-from plan_stack.planning.training_target import TargetTrainConfig, TrainItem, collate, train_target
+from plan_stack.planning.training_target import (
+    SharedSelection,
+    TargetTrainConfig,
+    TrainItem,
+    collate,
+    train_target,
+)
 
 
 def test_ranks_share_the_batch_and_average_gradients_and_values():
     assert Ranks(1, 2).share(list(range(8))) == [1, 3, 5, 7]
     assert Ranks().share([4, 5]) == [4, 5]
+    for world in (1, 2, 3):
+        for n in range(8):
+            assert Ranks(0, world).unshare([Ranks(r, world).share(list(range(n))) for r in range(world)]) \
+                == list(range(n))
 
     def body(where: Ranks):
         p, q = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))
@@ -71,14 +81,19 @@ def _model():
     return PlannerModel("unsaved", target, None, {"cameras": ["c"], "image_size": [32, 32]})
 
 
+def _items(model, n: int) -> list[TrainItem]:
+    """`n` samples whose responses have the same length (the losses of shared batches then average exactly)."""
+    tok = model.target.tokenizer
+    return [TrainItem([np.full((32, 32, 3), 40 * i, np.uint8)], "pick up",
+                      tok.encode(f"move the cup {i}. ", add_special_tokens=False) + [tok.eos_token_id])
+            for i in range(n)]
+
+
 def test_two_ranks_train_the_target_as_one_process_does(tmp_path):
     """Equal-length responses, no augmentation: the mean of the ranks' mean losses is the batch's mean loss,
     so two ranks take the steps one process takes (up to float rounding)."""
     model = _model()
-    tok = model.target.tokenizer
-    items = [TrainItem([np.full((32, 32, 3), 40 * i, np.uint8)], "pick up",
-                       tok.encode(f"move the cup {i}. ", add_special_tokens=False) + [tok.eos_token_id])
-             for i in range(6)]
+    items = _items(model, 6)
     cfg = TargetTrainConfig(steps=4, batch_size=4, lr=3e-3, checkpoint_every=0, eval_every=0, augment=False)
     scores = []
     one, two = _model(), _model()
@@ -95,6 +110,28 @@ def test_two_ranks_train_the_target_as_one_process_does(tmp_path):
         before = float(_model().target.model(**collate(model, items)).loss)
         after = float(two.target.model(**collate(model, items)).loss)
     assert after < before
+
+
+def test_the_ranks_share_a_selection_and_rank_0_scores_it_in_order(tmp_path):
+    """Each rank decodes its part of the selection items; rank 0 gets the results back in the items' order."""
+    model = _model()
+    items = _items(model, 4)
+    cfg = TargetTrainConfig(steps=4, batch_size=4, lr=3e-3, checkpoint_every=0, eval_every=2, augment=False)
+    seen: list[tuple[list, set]] = []
+
+    def score(keys, results):
+        assert [r[1] for r in results] == list(keys)  # back in order
+        seen.append((list(keys), {r[0] for r in results}))
+        return float(len(seen))  # a worse score each time: the first selection stays the best
+
+    selection = SharedSelection(list("abcde"), lambda m, part: [(os.getpid(), k) for k in part], score)
+    logged: list[str] = []
+    res = train_target(model, items, cfg, tmp_path, ranks=2, evaluate=selection, log=logged.append)
+    assert len(seen) == 2 and all(len(pids) == 2 and os.getpid() in pids for _, pids in seen)  # both ranks decoded
+    assert res["best_score"] == 1.0 and res["best_step"] == 2
+    assert [line for line in logged if "selection score" in line] == [
+        "step 2: selection score 1.0000 (best)", "step 4: selection score 2.0000"]
+    assert selection(model) == 3.0 and seen[-1][1] == {os.getpid()}  # called as a function: this process alone
 
 
 def test_two_ranks_train_the_drafter(vl_target, small_drafter, tmp_path):

@@ -21,7 +21,7 @@ from plan_stack.data.episodes import Keyframe, RobotSpec
 from plan_stack.eval import plan_metrics as M
 
 __all__ = ["Prediction", "Scorer", "prediction_from_result", "blind_baseline", "blind_prediction", "evaluate",
-           "format_table", "expected_subtask"]
+           "format_table", "expected_subtask", "scorer_for", "predictions_for", "scored"]
 
 
 def expected_subtask(kf: Keyframe) -> str:
@@ -221,11 +221,23 @@ def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder
 def scorer_for(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder: str = "ar",
                config: Any = None) -> Scorer:
     """Decode `keyframes` with one decoder and return the filled Scorer (model selection)."""
+    return scored(keyframes, predictions_for(model, keyframes, spec, decoder, config), spec, decoder)
+
+
+def predictions_for(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder: str = "ar",
+                    config: Any = None) -> list[Prediction]:
+    """One decoder's prediction for each of `keyframes`."""
     dec = model.decoder(config)
+    return [prediction_from_result(dec.generate(model.encode(kf.instruction, [kf.images]), decoder=decoder,
+                                                image_size=kf.camera_size), spec) for kf in keyframes]
+
+
+def scored(keyframes: Sequence[Keyframe], predictions: Sequence[Prediction], spec: RobotSpec,
+           decoder: str = "ar") -> Scorer:
+    """A Scorer filled with `predictions` of `keyframes`, in order."""
     s = Scorer(decoder, spec.arms, spec.box_objects)
-    for kf in keyframes:
-        result = dec.generate(model.encode(kf.instruction, [kf.images]), decoder=decoder, image_size=kf.camera_size)
-        s.add(kf, prediction_from_result(result, spec))
+    for kf, pred in zip(keyframes, predictions, strict=True):
+        s.add(kf, pred)
     return s
 
 

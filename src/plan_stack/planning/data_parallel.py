@@ -10,8 +10,9 @@ one-thread ranks against one process with two threads, target 2.84 against 2.40 
 How: every rank takes its share of the same global batch, and the gradients (and the loss, for the log) are
 averaged before the optimiser step, so all ranks step alike and hold identical weights. The ranks are
 forked once the data is loaded, so they share it copy-on-write, and the calling process is rank 0: its
-model is the one trained, and only it evaluates, saves and shows progress. The other ranks exit when the
-training function returns. The processes talk through gloo over the loopback interface; nothing leaves
+model is the one trained, and only it scores, saves and shows progress (a selection's decodes the ranks
+may share: `Ranks.gather`, `training_target.SharedSelection`). The other ranks exit when the training
+function returns. The processes talk through gloo over the loopback interface; nothing leaves
 the machine.
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ __all__ = ["Ranks", "run_ranks", "check_ranks"]
 
 T = TypeVar("T")
 
-#: how long a rank waits for the others in one collective: rank 0's selection decodes and saves run while
+#: how long a rank waits for the others in one collective: rank 0's scoring and saves run while
 #: the others wait in their next averaging
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)
 #: when rank 0 fails, how long the others get to exit on their own (a rank that failed first is still
@@ -63,6 +64,21 @@ class Ranks:
     def share(self, batch: Sequence[T]) -> list[T]:
         """This rank's part of the global batch (every rank holds the same global batch)."""
         return list(batch[self.rank::self.world])
+
+    def unshare(self, parts: Sequence[Sequence[T]]) -> list[T]:
+        """The global batch back in its order from every rank's part of it (`share`'s inverse), rank by rank."""
+        out: list[T] = []
+        for i in range(max((len(p) for p in parts), default=0)):
+            out += [p[i] for p in parts if i < len(p)]
+        return out
+
+    def gather(self, part: T) -> list[T] | None:
+        """Every rank's `part`, in rank order, on rank 0 (None on the others); a picklable object each."""
+        if self.world == 1:
+            return [part]
+        parts: list[T] | None = [part] * self.world if self.lead else None
+        torch.distributed.gather_object(part, parts, dst=0)
+        return parts
 
     def average(self, params: Sequence[torch.nn.Parameter], *values: torch.Tensor) -> list[float]:
         """Average the gradients of `params` over the ranks, in place, and the scalars `values` (returned as

@@ -556,9 +556,8 @@ def run(args: argparse.Namespace) -> int:
             f"{' (each keyframe also mirrored)' if recipe.target_mirror else ''}; "
             f"selection on {len(val_sel)} val keyframes (AR ADE)")
 
-        def select(m: Any) -> float:
-            return EV.scorer_for(m, val_sel, spec, "ar").score
-
+        select = TT.SharedSelection(val_sel, lambda m, kfs: EV.predictions_for(m, kfs, spec, "ar"),
+                                    lambda kfs, preds: EV.scored(kfs, preds, spec, "ar").score)
         res = TT.train_target(model, items, cfg, work / "target", data_id=data_id, resume=args.resume,
                               force_resume=args.force_resume, evaluate=select, progress=True, log=log,
                               ranks=ranks)

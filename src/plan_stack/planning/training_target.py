@@ -33,8 +33,8 @@ from plan_stack.config import param, validate
 from plan_stack.planning.data_parallel import Ranks, run_ranks
 from plan_stack.planning.errors import PlanningError
 
-__all__ = ["TargetTrainConfig", "TrainItem", "LocateHead", "locate_loss", "collate", "augment", "train_target",
-           "check_resume", "response_loss", "STATE_FILE", "BEST_DIR"]
+__all__ = ["TargetTrainConfig", "TrainItem", "SharedSelection", "LocateHead", "locate_loss", "collate", "augment",
+           "train_target", "check_resume", "response_loss", "STATE_FILE", "BEST_DIR"]
 
 STATE_FILE = "target_state.pt"
 BEST_DIR = "best"
@@ -71,6 +71,24 @@ class TrainItem:
     response: list[int]
     #: the located object's centre in the first image, (u, v) as fractions of its width and height (None: none)
     locate: tuple[float, float] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedSelection:
+    """A selection score whose decodes the training ranks share: each rank decodes its part of `items`
+    (`decode(model, part) -> results`), and rank 0 scores them all in `items`' order (`score(items, results)`).
+    Called as a function it decodes everything in this process.
+
+    Why: while rank 0 alone decoded them, with every thread, the other ranks waited; shared by two
+    one-thread ranks the driving recipe's 43 selection keyframes decode 1.64x as fast (`bench/train.py
+    --stages selection`; docs/models.md, thirty-third session)."""
+
+    items: Sequence[Any]
+    decode: Callable[[Any, Sequence[Any]], list]
+    score: Callable[[Sequence[Any], list], float]
+
+    def __call__(self, model: Any) -> float:
+        return self.score(self.items, self.decode(model, self.items))
 
 
 class LocateHead(torch.nn.Module):
@@ -214,7 +232,7 @@ def check_resume(saved: dict | None, current: dict | None, force: bool, what: st
 
 def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig, out_dir: str | os.PathLike,
                  *, data_id: dict | None = None, resume: bool = False, force_resume: bool = False,
-                 evaluate: Callable[[Any], float] | None = None, progress: bool = False,
+                 evaluate: Callable[[Any], float] | SharedSelection | None = None, progress: bool = False,
                  log: Callable[[str], None] = print, ranks: int = 1) -> dict:
     """Train `model.target.model` in place; returns {losses, best_score, best_step, minutes, steps, locate_losses,
     locate_rms} (the last two: the localisation loss per step and its RMS over the last 50 steps, image fractions).
@@ -292,13 +310,22 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
                     "minutes": (elapsed0 + time.monotonic() - t_start) / 60}, tmp)
         os.replace(tmp, state_path)
 
-    def run_eval(done: int) -> None:
+    def run_eval(done: int, where: Ranks) -> None:
+        """Every rank takes part in a shared selection; otherwise rank 0 alone, with the others' threads."""
         nonlocal best, best_step
         if evaluate is None:
             return
         net.eval()
-        score = float(evaluate(model))
+        score: float | None = None
+        if isinstance(evaluate, SharedSelection) and where.world > 1:
+            parts = where.gather(evaluate.decode(model, where.share(evaluate.items)))
+            score = None if parts is None else float(evaluate.score(evaluate.items, where.unshare(parts)))
+        elif where.lead:
+            with where.leading():
+                score = float(evaluate(model))
         net.train()
+        if score is None:  # not rank 0
+            return
         mark = ""
         if score < best:
             best, best_step, mark = score, done, " (best)"
@@ -343,15 +370,14 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
             if aux is not None:
                 locate_errs.append(said[1])
             done = step + 1
-            if not where.lead:
-                continue
-            if bar is not None:
+            if where.lead and bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}",
                                 **({"locate_px224": f"{224 * math.sqrt(locate_errs[-1]):.1f}"} if locate_errs else {}))
             if (cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps) or done == cfg.steps:
-                with where.leading():
-                    run_eval(done)
+                run_eval(done, where)
+            if not where.lead:
+                continue
             if done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
                 save_state(done)
 

@@ -2,6 +2,8 @@
 pose lookups interpolate, and the camera model projects road points onto the rendered lane marks."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from plan_stack.config import ConfigError
 from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit
 from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim, FrontCamera, project_ego_points
 from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig, convert_waypoints
-from plan_stack.embodiments.drive.vehicle import VehicleParams
+from plan_stack.embodiments.drive.vehicle import BicycleState, VehicleParams
 
 VEH = VehicleParams()
 
@@ -59,6 +61,44 @@ def test_pure_pursuit_follows_a_lane_change_then_stops_at_the_end():
         assert not cmd.following
         sim.step(cmd.accel_mps2, cmd.steer_rad)
     assert sim.state.v == 0.0
+
+
+def _steer_on_rows(traj, state, vehicle, cfg):
+    """Pure pursuit on [N, 2] point rows with np.interp, as the follower computed it before its columns."""
+    pts = np.stack([traj.x, traj.y], axis=1)
+    d = pts[1:] - pts[:-1]
+    seg_len = np.linalg.norm(d, axis=1)
+    station = np.concatenate([[0.0], np.cumsum(seg_len)])
+    pos = np.array([state.x, state.y])
+    rel = pos - pts[:-1]
+    w = np.clip((rel[:, 0] * d[:, 0] + rel[:, 1] * d[:, 1]) / np.maximum(seg_len**2, 1e-12), 0.0, 1.0)
+    gap = rel - w[:, None] * d
+    i = int(np.argmin(gap[:, 0] ** 2 + gap[:, 1] ** 2))
+    s_goal = station[i] + w[i] * seg_len[i] + max(cfg.min_lookahead_m, cfg.lookahead_time_s * state.v)
+    if s_goal <= station[-1]:
+        goal = np.array([np.interp(s_goal, station, pts[:, 0]), np.interp(s_goal, station, pts[:, 1])])
+    else:
+        goal = pts[-1] + (s_goal - station[-1]) * np.array([math.cos(traj.yaw[-1]), math.sin(traj.yaw[-1])])
+    dx, dy = goal - pos
+    alpha = math.atan2(dy, dx) - state.yaw
+    return math.atan2(2.0 * vehicle.wheelbase_m * math.sin(alpha), max(math.hypot(dx, dy), 1e-6))
+
+
+def test_pure_pursuit_steers_to_the_bit_as_on_point_rows():
+    """The follower computes on per-coordinate columns for speed; the labels it drives must not move by a bit."""
+    rng = np.random.default_rng(7)
+    cfg = FollowerConfig()
+    for trial in range(20):
+        wp = _lane_change(length_m=rng.uniform(10.0, 60.0), dy=rng.uniform(-3.5, 3.5), count=int(rng.integers(3, 20)))
+        traj = convert_waypoints(wp, 0.0, VEH, DriveTrajectoryConfig(), v0=float(rng.uniform(0.0, 8.0))).trajectory
+        traj = traj.transformed(rng.uniform(0, 100), rng.uniform(-3, 3), rng.uniform(-0.3, 0.3), "odom")
+        pp = PurePursuit(VEH, cfg)
+        pp.set_trajectory(traj, 0.0)
+        for _ in range(25):
+            state = BicycleState(x=float(rng.uniform(traj.x.min() - 5, traj.x.max() + 5)),
+                                 y=float(rng.uniform(traj.y.min() - 3, traj.y.max() + 3)),
+                                 yaw=float(rng.uniform(-0.5, 0.5)), v=float(rng.uniform(0, 12)))
+            assert pp.command(state, 0.0).steer_rad == _steer_on_rows(traj, state, VEH, cfg), trial
 
 
 def test_collision_and_road_departure_are_detected():

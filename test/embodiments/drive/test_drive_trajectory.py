@@ -13,7 +13,9 @@ from plan_stack.embodiments.drive.errors import DriveError
 from plan_stack.embodiments.drive.trajectory import (
     DriveTrajectoryConfig,
     Status,
+    _speed_profile,
     convert_waypoints,
+    interp_scalar,
     stop_trajectory,
 )
 from plan_stack.embodiments.drive.vehicle import VehicleParams
@@ -159,3 +161,58 @@ def test_any_feasible_turn_is_accepted_or_smoothed_within_limits(count, horizon,
     assert tr.speed.max() <= CFG.max_speed_mps * tol
     assert np.all(np.abs(tr.curvature) <= VEH.max_curvature_1pm * tol)
     assert np.all(tr.curvature[tr.speed > 1.0] * sign >= -1e-9)  # turns the planned way (a straight end: ~1e-17)
+
+
+_finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 50.0, allow_nan=False), min_size=1, max_size=12), st.data())
+def test_interp_scalar_is_numpys_interp_to_the_bit(gaps, data):
+    """The followers' lookup replaces np.interp on their hot path: the recordings' labels must not move by a bit.
+    Knots may repeat (a stopped trajectory's stations); queries include the knots themselves and both ends."""
+    xp = data.draw(_finite) + np.concatenate([[0.0], np.cumsum(gaps)])
+    fp = np.array(data.draw(st.lists(_finite, min_size=len(xp), max_size=len(xp))))
+    queries = [*xp, xp[0] - 1.0, xp[-1] + 1.0, *data.draw(st.lists(st.floats(float(xp[0]) - 2, float(xp[-1]) + 2,
+                                                                               allow_nan=False), max_size=8))]
+    for x in queries:
+        expected = float(np.interp(x, xp, fp))
+        got = interp_scalar(float(x), xp.tolist(), fp.tolist())
+        assert got == expected or (math.isnan(got) and math.isnan(expected)), (x, xp, fp)
+
+
+def _speed_profile_by_element(s, curvature, v_cap, v_start, vehicle, cfg):
+    """The profile's two passes on the numpy array element by element, as they were written before the lists."""
+    v_max = min(cfg.max_speed_mps, vehicle.max_speed_mps)
+    with np.errstate(divide="ignore"):
+        v_lat = np.sqrt(cfg.max_lateral_accel_mps2 / np.maximum(np.abs(curvature), 1e-12))
+    v = np.minimum(np.minimum(v_cap, v_lat), v_max)
+    v[0] = min(v[0], v_start) if v_start >= 0 else v[0]
+    ds = np.diff(s)
+    for i in range(len(ds)):
+        j = len(ds) - 1 - i
+        v[j] = min(v[j], math.sqrt(v[j + 1] ** 2 + 2 * cfg.max_decel_mps2 * ds[j]))
+    for i in range(len(ds)):
+        v[i + 1] = min(v[i + 1], math.sqrt(v[i] ** 2 + 2 * cfg.max_accel_mps2 * ds[i]))
+    return v
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 2.0), st.floats(-0.3, 0.3), st.floats(0.0, 20.0)), min_size=1,
+                max_size=40), st.floats(-1.0, 15.0))
+def test_speed_profile_on_lists_equals_the_element_loop(rows, v_start):
+    steps, curvature, cap = (np.array(c) for c in zip(*rows))
+    s = np.concatenate([[0.0], np.cumsum(steps)])
+    curvature, cap = np.append(curvature, 0.0), np.append(cap, 8.0)
+    got = _speed_profile(s, curvature, cap.copy(), v_start, VEH, CFG)
+    expected = _speed_profile_by_element(s, curvature, cap.copy(), v_start, VEH, CFG)
+    assert np.array_equal(got, expected)
+
+
+def test_speed_at_reads_the_trajectory_like_np_interp():
+    traj = convert_waypoints(np.c_[np.linspace(2.0, 30.0, 8), np.linspace(0.0, 2.0, 8), np.zeros(8)], 0.0, VEH,
+                             CFG, v0=3.0).trajectory
+    for t in np.linspace(-0.5, traj.duration_s, 97):
+        assert traj.speed_at(float(t)) == (float(np.interp(t, traj.times_s, traj.speed)),
+                                          float(np.interp(t, traj.times_s, traj.accel)))
+    assert traj.speed_at(traj.duration_s + 1e-9) == (0.0, 0.0)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from plan_stack.config import param, validate
-from plan_stack.embodiments.drive.trajectory import DriveTrajectory
+from plan_stack.embodiments.drive.trajectory import DriveTrajectory, interp_scalar
 from plan_stack.embodiments.drive.vehicle import BicycleState, VehicleParams
 
 __all__ = ["FollowerConfig", "PurePursuit", "Command"]
@@ -57,7 +58,9 @@ class PurePursuit:
         pts = np.stack([traj.x, traj.y], axis=1)
         d = pts[1:] - pts[:-1]
         seg_len = np.linalg.norm(d, axis=1)
-        self._path = (pts, d, seg_len, np.maximum(seg_len**2, 1e-12), np.concatenate([[0.0], np.cumsum(seg_len)]))
+        station = np.concatenate([[0.0], np.cumsum(seg_len)])
+        self._path = _Polyline(pts[:-1, 0].copy(), pts[:-1, 1].copy(), d[:, 0].copy(), d[:, 1].copy(), seg_len,
+                               np.maximum(seg_len**2, 1e-12), station.tolist(), traj.x.tolist(), traj.y.tolist())
 
     def clear(self) -> None:
         self._traj = None
@@ -71,24 +74,40 @@ class PurePursuit:
         return Command(accel, self._steer(traj, state), True)
 
     def _steer(self, traj: DriveTrajectory, state: BicycleState) -> float:
-        pts, d, seg_len, seg_len2, s_station = self._path
-        if s_station[-1] < 1e-6:
+        path = self._path
+        if path.station[-1] < 1e-6:
             return state.steer
-        pos = np.array([state.x, state.y])
-        # nearest point on the polyline
-        rel = pos - pts[:-1]
-        w = np.clip((rel[:, 0] * d[:, 0] + rel[:, 1] * d[:, 1]) / seg_len2, 0.0, 1.0)
-        gap = rel - w[:, None] * d
-        i = int(np.argmin(gap[:, 0] ** 2 + gap[:, 1] ** 2))
-        s_near = s_station[i] + w[i] * seg_len[i]
+        # nearest point on the polyline (per-coordinate columns: the same arithmetic as on [N, 2] rows, fewer
+        # numpy calls; this runs every physics step)
+        rel_x, rel_y = state.x - path.start_x, state.y - path.start_y
+        w = np.minimum(np.maximum((rel_x * path.d_x + rel_y * path.d_y) / path.seg_len2, 0.0), 1.0)
+        gap_x, gap_y = rel_x - w * path.d_x, rel_y - w * path.d_y
+        i = int(np.argmin(gap_x**2 + gap_y**2))
+        s_near = path.station[i] + float(w[i]) * float(path.seg_len[i])
         lookahead = max(self.cfg.min_lookahead_m, self.cfg.lookahead_time_s * state.v)
         s_goal = s_near + lookahead
-        if s_goal <= s_station[-1]:
-            goal = np.array([np.interp(s_goal, s_station, pts[:, 0]), np.interp(s_goal, s_station, pts[:, 1])])
+        if s_goal <= path.station[-1]:
+            goal_x, goal_y = interp_scalar(s_goal, path.station, path.x), interp_scalar(s_goal, path.station, path.y)
         else:  # past the end of the path: aim along its last heading
-            extra = s_goal - s_station[-1]
-            goal = pts[-1] + extra * np.array([math.cos(traj.yaw[-1]), math.sin(traj.yaw[-1])])
-        dx, dy = goal - pos
+            extra = s_goal - path.station[-1]
+            goal_x = path.x[-1] + extra * math.cos(traj.yaw[-1])
+            goal_y = path.y[-1] + extra * math.sin(traj.yaw[-1])
+        dx, dy = goal_x - state.x, goal_y - state.y
         alpha = math.atan2(dy, dx) - state.yaw
         dist = max(math.hypot(dx, dy), 1e-6)
         return math.atan2(2.0 * self.vehicle.wheelbase_m * math.sin(alpha), dist)
+
+
+class _Polyline(NamedTuple):
+    """A trajectory's path as the steering reads it: segment starts and directions as columns, lengths,
+    squared lengths (floored) and the stations and points as lists for `interp_scalar`."""
+
+    start_x: np.ndarray
+    start_y: np.ndarray
+    d_x: np.ndarray
+    d_y: np.ndarray
+    seg_len: np.ndarray
+    seg_len2: np.ndarray
+    station: list[float]
+    x: list[float]
+    y: list[float]

@@ -36,9 +36,12 @@ Non-finite or malformed waypoints are bad input and raise `DriveError`.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
+import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -47,7 +50,7 @@ from plan_stack.embodiments.drive.errors import DriveConfigError, DriveError
 from plan_stack.embodiments.drive.vehicle import VehicleParams, steer_from_curvature
 
 __all__ = ["DriveTrajectoryConfig", "DriveTrajectory", "Infeasible", "Status", "Conversion", "convert_waypoints",
-           "stop_trajectory"]
+           "interp_scalar", "stop_trajectory"]
 
 
 class Status(enum.Enum):
@@ -140,9 +143,15 @@ class DriveTrajectory:
 
     def speed_at(self, t_s: float) -> tuple[float, float]:
         """(speed, acceleration) reference at relative time `t_s`; (0, 0) after the end (never extrapolated)."""
-        if t_s > self.times_s[-1]:
+        times, speed, accel = self._speed_lists
+        if t_s > times[-1]:
             return 0.0, 0.0
-        return (float(np.interp(t_s, self.times_s, self.speed)), float(np.interp(t_s, self.times_s, self.accel)))
+        return interp_scalar(t_s, times, speed), interp_scalar(t_s, times, accel)
+
+    @functools.cached_property
+    def _speed_lists(self) -> tuple[list[float], list[float], list[float]]:
+        # the followers look the speed up every physics step: plain lists, converted once per trajectory
+        return self.times_s.tolist(), self.speed.tolist(), self.accel.tolist()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +202,17 @@ def _check(t, v, a, k, vehicle: VehicleParams, cfg: DriveTrajectoryConfig, movin
     return fixable, unfixable
 
 
+def interp_scalar(x: float, xp: Sequence[float], fp: Sequence[float]) -> float:
+    """`np.interp(x, xp, fp)` for one finite `x` and increasing `xp` given as lists: the same arithmetic, so
+    the same result to the bit, without numpy's per-call cost (the followers call it every physics step)."""
+    j = bisect.bisect_right(xp, x) - 1  # the last knot at or before x, as numpy's search finds it
+    if j < 0:
+        return fp[0]
+    if j == len(xp) - 1 or xp[j] == x:
+        return fp[j]
+    return (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]) * (x - xp[j]) + fp[j]
+
+
 def _speed_profile(s: np.ndarray, curvature: np.ndarray, v_cap: np.ndarray, v_start: float,
                    vehicle: VehicleParams, cfg: DriveTrajectoryConfig) -> np.ndarray:
     """Limit-respecting speeds at path stations `s`: capped by `v_cap`, the speed limit and the
@@ -202,13 +222,13 @@ def _speed_profile(s: np.ndarray, curvature: np.ndarray, v_cap: np.ndarray, v_st
         v_lat = np.sqrt(cfg.max_lateral_accel_mps2 / np.maximum(np.abs(curvature), 1e-12))
     v = np.minimum(np.minimum(v_cap, v_lat), v_max)
     v[0] = min(v[0], v_start) if v_start >= 0 else v[0]
-    ds = np.diff(s)
-    for i in range(len(ds)):  # backward: be able to brake for what comes
-        j = len(ds) - 1 - i
-        v[j] = min(v[j], math.sqrt(v[j + 1] ** 2 + 2 * cfg.max_decel_mps2 * ds[j]))
+    # the two passes run on lists: numpy's per-element indexing made them most of a conversion's time
+    vs, ds = v.tolist(), np.diff(s).tolist()
+    for j in reversed(range(len(ds))):  # backward: be able to brake for what comes
+        vs[j] = min(vs[j], math.sqrt(vs[j + 1] ** 2 + 2 * cfg.max_decel_mps2 * ds[j]))
     for i in range(len(ds)):  # forward: acceleration limit
-        v[i + 1] = min(v[i + 1], math.sqrt(v[i] ** 2 + 2 * cfg.max_accel_mps2 * ds[i]))
-    return v
+        vs[i + 1] = min(vs[i + 1], math.sqrt(vs[i] ** 2 + 2 * cfg.max_accel_mps2 * ds[i]))
+    return np.array(vs)
 
 
 def _timed_path(s: np.ndarray, x, y, yaw, k, v, vehicle: VehicleParams, cfg: DriveTrajectoryConfig,
