@@ -30,12 +30,18 @@ from report import add_json_option, report  # bench/report.py: shared table + JS
 
 from plan_stack.data.episodes import ROBOTS, load_keyframes
 from plan_stack.data.samples import KeyframeSamples, fit_ranges, response_tokens
-from plan_stack.eval import plans as EV
 from plan_stack.paths import find_data
 from plan_stack.planning import training as TR
 from plan_stack.planning import training_target as TT
 from plan_stack.planning.model_dir import PlannerModel, load_planner_model
-from plan_stack.planning.training_cli import RECIPES, build_drafter, build_target, located_centre, usable_cores
+from plan_stack.planning.training_cli import (
+    RECIPES,
+    ar_selection,
+    build_drafter,
+    build_target,
+    located_centre,
+    usable_cores,
+)
 
 COLUMNS = ["stage", "ranks", "threads_per_rank", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
            "x_vs_one_process"]
@@ -122,10 +128,8 @@ def select_once(model: PlannerModel, keyframes, spec, cfg: TT.TargetTrainConfig,
     """One training step at learning rate 0 (the weights stay), then the selection decodes of `keyframes`."""
     items = [TT.TrainItem(kf.images, kf.instruction, response_tokens(model.target, kf, spec, model.ranges)[0])
              for kf in keyframes[:cfg.batch_size]]
-    selection = TT.SharedSelection(keyframes, lambda m, kfs: EV.predictions_for(m, kfs, spec, "ar"),
-                                   lambda kfs, preds: EV.scored(kfs, preds, spec, "ar").score)
     TT.train_target(model, items, dataclasses.replace(cfg, steps=1, lr=0.0, locate_weight=0.0, augment=False),
-                    work, evaluate=selection, log=lambda s: None, ranks=ranks)
+                    work, evaluate=ar_selection(keyframes, spec), log=lambda s: None, ranks=ranks)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,18 @@ def test_a_failing_rank_is_named_and_the_threads_are_restored():
         run_ranks(2, lead_fails)
 
 
+@pytest.mark.timeout(120)
+def test_many_short_runs_end_without_hanging():
+    """A forked rank that destroyed its process group after the final barrier hung about once in 30 runs;
+    150 runs met that hang with a probability of 99 %."""
+    def body(where: Ranks):
+        x = torch.ones(100)
+        torch.distributed.all_reduce(x)
+        return float(x[0])
+
+    assert [run_ranks(2, body) for _ in range(150)] == [2.0] * 150
+
+
 def test_rank_counts_the_batches_cannot_share_are_refused():
     check_ranks(2, 16, 8)
     with pytest.raises(PlanningError, match="cannot share a batch of 8"):

@@ -285,6 +285,16 @@ def build_drafter(recipe: Recipe, target: Any) -> Any:
                        head_dim=recipe.drafter_width // 4, intermediate=2 * recipe.drafter_width)
 
 
+def ar_selection(keyframes: Sequence[Any], spec: Any) -> Any:
+    """The target's checkpoint selection: the 3D ADE of greedy AR decodes of `keyframes`, which the
+    training ranks share (`training_target.SharedSelection`)."""
+    from plan_stack.eval import plans as EV
+    from plan_stack.planning.training_target import SharedSelection
+
+    return SharedSelection(keyframes, lambda m, kfs: EV.predictions_for(m, kfs, spec, "ar"),
+                           lambda kfs, preds: EV.scored(kfs, preds, spec, "ar").score)
+
+
 def clipped_points(keyframes: Sequence[Any], ranges: dict, spec: Any) -> int:
     """How many annotated points of `keyframes` lie outside `ranges` on some axis (the quantiser clips them)."""
     import numpy as np
@@ -556,10 +566,9 @@ def run(args: argparse.Namespace) -> int:
             f"{' (each keyframe also mirrored)' if recipe.target_mirror else ''}; "
             f"selection on {len(val_sel)} val keyframes (AR ADE)")
 
-        select = TT.SharedSelection(val_sel, lambda m, kfs: EV.predictions_for(m, kfs, spec, "ar"),
-                                    lambda kfs, preds: EV.scored(kfs, preds, spec, "ar").score)
         res = TT.train_target(model, items, cfg, work / "target", data_id=data_id, resume=args.resume,
-                              force_resume=args.force_resume, evaluate=select, progress=True, log=log,
+                              force_resume=args.force_resume, evaluate=ar_selection(val_sel, spec), progress=True,
+                              log=log,
                               ranks=ranks)
         del items, target_kf  # the mirrored images are copies: gone before the drafter's batches
         save_target(target, target_dir)

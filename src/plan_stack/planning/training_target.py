@@ -313,18 +313,18 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     def run_eval(done: int, where: Ranks) -> None:
         """Every rank takes part in a shared selection; otherwise rank 0 alone, with the others' threads."""
         nonlocal best, best_step
-        if evaluate is None:
+        shared = isinstance(evaluate, SharedSelection) and where.world > 1
+        if evaluate is None or not (shared or where.lead):
             return
         net.eval()
-        score: float | None = None
-        if isinstance(evaluate, SharedSelection) and where.world > 1:
+        if shared and isinstance(evaluate, SharedSelection):  # (isinstance: for the type checker)
             parts = where.gather(evaluate.decode(model, where.share(evaluate.items)))
             score = None if parts is None else float(evaluate.score(evaluate.items, where.unshare(parts)))
-        elif where.lead:
+        else:
             with where.leading():
                 score = float(evaluate(model))
         net.train()
-        if score is None:  # not rank 0
+        if score is None:  # a shared selection's other ranks: rank 0 scores
             return
         mark = ""
         if score < best:
