@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from plan_stack.config import ConfigError
-from plan_stack.planning.drafter import DrafterConfig, load_drafter, packed_mask, save_drafter
+from plan_stack.planning.drafter import DrafterConfig, load_drafter, packed_mask, packed_segments, save_drafter
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.target import Prompt
 
@@ -63,6 +63,59 @@ def test_packed_forward_equals_inference_drafts(text_target, small_drafter):
         d.crop(5)
     with pytest.raises(PlanningError, match="block_size"):
         d.draft(1, 1)
+
+
+def _packed_batch(tg, d, seqs, rng):
+    """A packed batch the way training builds it (`make_blocks`): primitive-like and text blocks of several
+    samples, their features concatenated in sample order."""
+    import random
+
+    from plan_stack.planning import training as TR
+
+    feats = [tg.prefill(Prompt(torch.tensor(s))).features for s in seqs]
+    cfg = TR.TrainConfig(max_text_anchors=3, text_block=5)
+    blocks = TR.make_blocks(seqs, [2] * len(seqs), [[] for _ in seqs], cfg, tg.vocab, random.Random(rng))
+    ctx_sample = torch.cat([torch.full((len(s),), i) for i, s in enumerate(seqs)])
+    ctx_pos = torch.cat([torch.arange(len(s)) for s in seqs])
+    mask = packed_mask(ctx_sample, ctx_pos, blocks.sample, blocks.index, blocks.anchor,
+                       torch.ones_like(blocks.sample, dtype=torch.bool))
+    return torch.cat(feats), ctx_pos, blocks, mask, packed_segments(ctx_sample, blocks.sample)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_attention_per_sample_equals_the_packed_pass_values_and_gradients(text_target, small_drafter, seed):
+    """Training runs the drafter's attention sample by sample (`packed_segments`); the mask lets nothing
+    cross samples, so logits and every gradient equal the one packed pass over all samples."""
+    tg = text_target
+    g = torch.Generator().manual_seed(seed)
+    seqs = [torch.randint(5, 60, (int(n),), generator=g).tolist() for n in torch.randint(8, 20, (4,), generator=g)]
+    d = small_drafter(tg, seed=seed)
+    feats, ctx_pos, blocks, mask, segments = _packed_batch(tg, d, seqs, seed)
+    assert [b for _, b in segments][-1][1] == len(blocks.ids) and len(segments) == len(seqs)
+
+    def run(seg):
+        d.zero_grad(set_to_none=True)
+        logits = d.forward_packed(feats, ctx_pos, blocks.ids, blocks.pos, mask, seg)
+        (logits.log_softmax(-1)[torch.arange(len(blocks.labels)), blocks.labels] * blocks.weights).sum().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in d.named_parameters() if p.grad is not None}
+
+    packed, packed_grads = run(None)
+    split, split_grads = run(segments)
+    assert torch.allclose(split, packed, atol=1e-5, rtol=1e-5)
+    assert packed_grads.keys() == split_grads.keys() and packed_grads
+    for name, grad in packed_grads.items():
+        assert torch.allclose(split_grads[name], grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_packed_segments_refuses_rows_it_cannot_split():
+    assert packed_segments(torch.tensor([0, 0, 1, 1, 1]), torch.tensor([0, 1, 1])) == [((0, 2), (0, 1)),
+                                                                                       ((2, 5), (1, 3))]
+    with pytest.raises(PlanningError, match="not contiguous"):
+        packed_segments(torch.tensor([0, 1, 0]), torch.tensor([0, 1]))
+    with pytest.raises(PlanningError, match="not contiguous"):
+        packed_segments(torch.tensor([0, 1]), torch.tensor([0, 1, 0]))
+    with pytest.raises(PlanningError, match=r"samples \[2\] have no context"):
+        packed_segments(torch.tensor([0, 1]), torch.tensor([0, 2]))
 
 
 def test_queued_positions_draft_as_if_extended_one_pass_at_a_time(text_target, small_drafter):

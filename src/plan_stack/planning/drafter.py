@@ -151,26 +151,41 @@ class DrafterLayer(nn.Module):
         return _rope(k, pos, self.c.rope_theta), v
 
     def forward(self, h: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """h [n, width] block states; ctx_k/v [kv, T, hd]; mask [n, T+n] bool (None = see all).
+                mask: torch.Tensor | None = None, segments: Segments | None = None) -> torch.Tensor:
+        """h [n, width] block states; ctx_k/v [kv, T, hd]; mask [n, T+n] (bool, or an additive float bias;
+        None = see all).
 
-        Training and export (any positions, gradients, an ONNX graph); drafting goes through `extending`."""
+        Training and export (any positions, gradients, an ONNX graph); drafting goes through `extending`.
+        With `segments` (`packed_segments`), each sample's rows attend only to its own context and block
+        columns: the same values when the mask lets nothing cross samples, at a fraction of the products."""
         c = self.c
         n = h.shape[0]
         x = self.in_norm(h)
         q = _rope(self.q_norm(self.q_proj(x).view(n, c.heads, c.head_dim)).transpose(0, 1), pos, c.rope_theta)
         k, v = self.kv(x, pos)
-        k, v = torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1)
-        if torch.onnx.is_in_onnx_export():  # the exporters know no enable_gqa: heads repeated explicitly
-            kr = k.repeat_interleave(c.heads // c.kv_heads, 0)
-            vr = v.repeat_interleave(c.heads // c.kv_heads, 0)
-            att = F.scaled_dot_product_attention(q[None], kr[None], vr[None], attn_mask=mask)[0]
+        if segments is None:
+            att = self._attend(q, torch.cat([ctx_k, k], 1), torch.cat([ctx_v, v], 1), mask)
         else:
-            att = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask,
-                                                 enable_gqa=c.heads != c.kv_heads)[0]
+            t = ctx_k.shape[1]
+            parts = []
+            for (c0, c1), (b0, b1) in segments:
+                sub = None if mask is None else torch.cat([mask[b0:b1, c0:c1], mask[b0:b1, t + b0:t + b1]], 1)
+                parts.append(self._attend(q[:, b0:b1], torch.cat([ctx_k[:, c0:c1], k[:, b0:b1]], 1),
+                                          torch.cat([ctx_v[:, c0:c1], v[:, b0:b1]], 1), sub))
+            att = torch.cat(parts, 1)
         h = h + self.o_proj(att.transpose(0, 1).reshape(n, c.heads * c.head_dim))
         x = self.post_norm(h)
         return h + self.down(F.silu(self.gate(x)) * self.up(x))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Attention [heads, n, hd] of queries q [heads, n, hd] over keys/values [kv_heads, T, hd]."""
+        c = self.c
+        if torch.onnx.is_in_onnx_export():  # the exporters know no enable_gqa: heads repeated explicitly
+            kr = k.repeat_interleave(c.heads // c.kv_heads, 0)
+            vr = v.repeat_interleave(c.heads // c.kv_heads, 0)
+            return F.scaled_dot_product_attention(q[None], kr[None], vr[None], attn_mask=mask)[0]
+        return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask,
+                                              enable_gqa=c.heads != c.kv_heads)[0]
 
     @torch.no_grad()
     def extending(self, h: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor,
@@ -329,19 +344,19 @@ class Drafter(nn.Module):
 
     # -- packed training forward --
     def forward_packed(self, ctx_features: torch.Tensor, ctx_pos: torch.Tensor, block_ids: torch.Tensor,
-                       block_pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+                       block_pos: torch.Tensor, mask: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
         """Many blocks in one pass: logits [M, V] for the M packed block tokens.
 
         ctx_features [S, L*H] (all samples' target features, concatenated),
         ctx_pos [S] their positions; block_ids/pos [M]; mask [M, S+M] bool from
-        `packed_mask` (True = may attend).
+        `packed_mask` (True = may attend); `segments` from `packed_segments`: attention per sample.
         """
         ctx = self.context(ctx_features)
         h = self.embed(block_ids)
         bias = torch.zeros(mask.shape, dtype=h.dtype, device=h.device).masked_fill(~mask, float("-inf"))
         for layer in self.layer_stack():
             ck, cv = layer.kv(ctx, ctx_pos)
-            h = layer(h, block_pos, ck, cv, bias)
+            h = layer(h, block_pos, ck, cv, bias, segments)
         return self.logits(h)
 
 
@@ -356,6 +371,33 @@ def packed_mask(ctx_sample: torch.Tensor, ctx_pos: torch.Tensor, blk_sample: tor
     ctx_ok = (blk_sample[:, None] == ctx_sample[None, :]) & (ctx_pos[None, :] < blk_anchor[:, None])
     blk_ok = (blk_index[:, None] == blk_index[None, :]) & blk_valid[None, :]
     return torch.cat([ctx_ok, blk_ok], 1)
+
+
+Segments = list[tuple[tuple[int, int], tuple[int, int]]]
+
+
+def packed_segments(ctx_sample: torch.Tensor, blk_sample: torch.Tensor) -> Segments:
+    """Per sample, its (context rows, block rows) as [start, end) ranges of a packed batch.
+
+    `packed_mask` lets no row see another sample, so attention can run sample by sample: with 8 samples
+    of ~150 context and ~100 block tokens, one packed pass scores 800 x 2,000 pairs, most of them masked,
+    against 8 x 100 x 250. Both index lists must hold each sample in one run, in the same order
+    (`make_blocks` and the concatenated features do); anything else is refused rather than mis-split.
+    """
+    def runs(ids: torch.Tensor) -> tuple[list[int], list[tuple[int, int]]]:
+        values, counts = torch.unique_consecutive(ids.cpu(), return_counts=True)
+        ends = torch.cumsum(counts, 0).tolist()
+        return values.tolist(), [(e - n, e) for e, n in zip(ends, counts.tolist())]
+
+    ctx_ids, ctx_runs = runs(ctx_sample)
+    blk_ids, blk_runs = runs(blk_sample)
+    if len(set(ctx_ids)) != len(ctx_ids) or len(set(blk_ids)) != len(blk_ids):
+        raise PlanningError("packed_segments: a sample's rows are not contiguous")
+    where = dict(zip(ctx_ids, ctx_runs))
+    missing = [i for i in blk_ids if i not in where]
+    if missing:
+        raise PlanningError(f"packed_segments: blocks of samples {missing} have no context rows")
+    return [(where[i], blk) for i, blk in zip(blk_ids, blk_runs)]
 
 
 # --- checkpoints ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@
   blocks with weights w_j = exp(-(j-1)/decay) (decay 7); labels `<oof>` count
   `oof_weight` (0.1); padding beyond the sequence counts 0.
 * Blocks of all samples of a batch are packed into one drafter pass with
-  their own position ids and a block-diagonal mask (`drafter.packed_mask`);
+  their own position ids and a block-diagonal mask (`drafter.packed_mask`),
+  attention run sample by sample (`drafter.packed_segments`);
   the frozen target's features are computed on the fly without gradients.
 * AdamW, zero weight decay, gradient clipping 1.0, warm-up then cosine decay;
   checkpoints (drafter + optimiser + step) are resumable.
@@ -28,7 +29,7 @@ from plan_stack.config import param, validate
 from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
 from plan_stack.planning.data_parallel import Ranks, run_ranks
-from plan_stack.planning.drafter import Drafter, load_drafter, packed_mask, save_drafter
+from plan_stack.planning.drafter import Drafter, load_drafter, packed_mask, packed_segments, save_drafter
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.target import Prompt, TargetAdapter
@@ -137,7 +138,8 @@ def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample
     ctx_sample_t, ctx_pos_t = torch.cat(ctx_sample).to(dev), torch.cat(ctx_pos).to(dev)
     mask = packed_mask(ctx_sample_t, ctx_pos_t, blocks.sample, blocks.index, blocks.anchor,
                        torch.ones_like(blocks.sample, dtype=torch.bool))
-    logits = drafter.forward_packed(torch.cat(feats).to(dev), ctx_pos_t, blocks.ids, blocks.pos, mask)
+    logits = drafter.forward_packed(torch.cat(feats).to(dev), ctx_pos_t, blocks.ids, blocks.pos, mask,
+                                    packed_segments(ctx_sample_t, blocks.sample))
     ce = F.cross_entropy(logits, blocks.labels, reduction="none")
     return (ce * blocks.weights).sum() / blocks.weights.sum().clamp_min(1e-8)
 
