@@ -90,7 +90,7 @@ def main() -> None:
         steps = args.selection_keyframes if stage == "selection" else args.steps
         for rep in range(args.reps):
             for ranks in counts if rep % 2 == 0 else counts[::-1]:
-                model = fresh_model() if stage != "selection" else shipped_model(args, spec)
+                model = fresh_model() if stage != "selection" else shipped_model(args)
                 with tempfile.TemporaryDirectory() as work:
                     if stage == "selection":
                         t0 = time.perf_counter()
@@ -117,7 +117,7 @@ def main() -> None:
     report(rows, COLUMNS, args.json)
 
 
-def shipped_model(args: argparse.Namespace, spec) -> PlannerModel:
+def shipped_model(args: argparse.Namespace) -> PlannerModel:
     model = load_planner_model(args.model or find_data("models", args.robot))
     if model.manifest.get("robot") != args.robot:
         raise SystemExit(f"{model.path}: a {model.manifest.get('robot')} model, not {args.robot}")

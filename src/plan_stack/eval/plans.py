@@ -21,7 +21,7 @@ from plan_stack.data.episodes import Keyframe, RobotSpec
 from plan_stack.eval import plan_metrics as M
 
 __all__ = ["Prediction", "Scorer", "prediction_from_result", "blind_baseline", "blind_prediction", "evaluate",
-           "format_table", "expected_subtask", "scorer_for", "predictions_for", "scored"]
+           "format_table", "expected_subtask", "predictions_for", "scored"]
 
 
 def expected_subtask(kf: Keyframe) -> str:
@@ -216,12 +216,6 @@ def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder
             same = [a == b for a, b in zip(tokens["ar"], tokens[r["decoder"]])]
             r["tokens_identical_to_ar"] = sum(same) / len(same) if same else None
     return rows + body
-
-
-def scorer_for(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder: str = "ar",
-               config: Any = None) -> Scorer:
-    """Decode `keyframes` with one decoder and return the filled Scorer (model selection)."""
-    return scored(keyframes, predictions_for(model, keyframes, spec, decoder, config), spec, decoder)
 
 
 def predictions_for(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder: str = "ar",

@@ -568,8 +568,7 @@ def run(args: argparse.Namespace) -> int:
 
         res = TT.train_target(model, items, cfg, work / "target", data_id=data_id, resume=args.resume,
                               force_resume=args.force_resume, evaluate=ar_selection(val_sel, spec), progress=True,
-                              log=log,
-                              ranks=ranks)
+                              log=log, ranks=ranks)
         del items, target_kf  # the mirrored images are copies: gone before the drafter's batches
         save_target(target, target_dir)
         info = {"steps": res["steps"], "minutes": round(res["minutes"], 2), "ranks": ranks,

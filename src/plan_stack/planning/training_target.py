@@ -313,13 +313,13 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     def run_eval(done: int, where: Ranks) -> None:
         """Every rank takes part in a shared selection; otherwise rank 0 alone, with the others' threads."""
         nonlocal best, best_step
-        shared = isinstance(evaluate, SharedSelection) and where.world > 1
-        if evaluate is None or not (shared or where.lead):
+        shared = evaluate if isinstance(evaluate, SharedSelection) and where.world > 1 else None
+        if evaluate is None or (shared is None and not where.lead):
             return
         net.eval()
-        if shared and isinstance(evaluate, SharedSelection):  # (isinstance: for the type checker)
-            parts = where.gather(evaluate.decode(model, where.share(evaluate.items)))
-            score = None if parts is None else float(evaluate.score(evaluate.items, where.unshare(parts)))
+        if shared is not None:
+            parts = where.gather(shared.decode(model, where.share(shared.items)))
+            score = None if parts is None else float(shared.score(shared.items, where.unshare(parts)))
         else:
             with where.leading():
                 score = float(evaluate(model))
