@@ -5,7 +5,12 @@ For each stage (the target, then the drafter on it) and each rank count, the rec
 afresh from the same seed and trained `--steps` steps on the same recorded keyframes, with the whole
 `--threads` budget shared by the ranks; the rank counts alternate which goes first from one repetition to
 the next, since the machine's speed drifts. Each row is one run (fork and the first steps included);
-the summary rows give the median steps/s and its ratio to one process.
+the summary rows give the median steps/s and its ratio to the first variant (one process).
+
+Stage `features`: the action heads' plan-feature pass (`actions.train_features.keyframe_features`, one
+teacher-forced target pass of the annotated responses) of the shipped model over the keyframes, with
+`--feature-batches` keyframes per padded pass (1: a pass per keyframe); "steps" are keyframes there, and the
+ratio is to the first batch size.
 
 Stage `selection`: the target's checkpoint-selection decodes (greedy AR on `--selection-keyframes`
 keyframes, `training_target.SharedSelection`) of the shipped model (`--model`), shared by the ranks or
@@ -16,6 +21,7 @@ decodes the same weights. There "steps" are keyframes decoded.
         --camera-rate 2 --keyframe-period 0.5
     python bench/train.py --robot drive --data /tmp/drive_val --steps 60 --reps 2 --json out/bench/train.json
     python bench/train.py --robot drive --data /tmp/drive_val --stages selection --selection-keyframes 43
+    python bench/train.py --robot aloha --data /tmp/aloha_val --stages features --keyframes 170
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ import time
 import torch
 from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
+from plan_stack.actions.train_features import keyframe_features
 from plan_stack.data.episodes import ROBOTS, load_keyframes
 from plan_stack.data.samples import KeyframeSamples, fit_ranges, response_tokens
 from plan_stack.paths import find_data
@@ -43,8 +50,8 @@ from plan_stack.planning.training_cli import (
     usable_cores,
 )
 
-COLUMNS = ["stage", "ranks", "threads_per_rank", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
-           "x_vs_one_process"]
+COLUMNS = ["stage", "ranks", "threads_per_rank", "per_pass", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
+           "x_vs_first"]
 
 
 def main() -> None:
@@ -59,6 +66,7 @@ def main() -> None:
     ap.add_argument("--stages", default="target,drafter", help="of target, drafter, selection")
     ap.add_argument("--model", default=None, help="stage selection: the model decoded (default: the shipped one)")
     ap.add_argument("--selection-keyframes", type=int, default=43, help="stage selection: keyframes decoded")
+    ap.add_argument("--feature-batches", default="1,16", help="stage features: keyframes per target pass to compare")
     add_json_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -85,14 +93,20 @@ def main() -> None:
     drafter_cfg = TR.TrainConfig(steps=args.steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
                                  max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0, seed=recipe.seed)
     rows: list[dict] = []
+    per_pass = [int(b) for b in args.feature_batches.split(",")]
     for stage in args.stages.split(","):
-        batch = {"target": target_cfg.batch_size, "drafter": drafter_cfg.batch_size, "selection": 1}[stage]
-        steps = args.selection_keyframes if stage == "selection" else args.steps
+        batch = {"target": target_cfg.batch_size, "drafter": drafter_cfg.batch_size}.get(stage, 1)
+        steps = {"selection": args.selection_keyframes, "features": len(keyframes)}.get(stage, args.steps)
+        # (ranks, keyframes per target pass) compared; the drafter packs its whole batch into one pass
+        variants = [(1, b) for b in per_pass] if stage == "features" else [(r, batch) for r in counts]
         for rep in range(args.reps):
-            for ranks in counts if rep % 2 == 0 else counts[::-1]:
-                model = fresh_model() if stage != "selection" else shipped_model(args)
+            for ranks, n_pass in variants if rep % 2 == 0 else variants[::-1]:
+                model = fresh_model() if stage not in ("selection", "features") else shipped_model(args)
                 with tempfile.TemporaryDirectory() as work:
-                    if stage == "selection":
+                    if stage == "features":
+                        t0 = time.perf_counter()
+                        keyframe_features(model, keyframes, spec, batch=n_pass)
+                    elif stage == "selection":
                         t0 = time.perf_counter()
                         select_once(model, keyframes[:args.selection_keyframes], spec, target_cfg, work, ranks)
                     elif stage == "target":
@@ -105,15 +119,19 @@ def main() -> None:
                                  ranks=ranks)
                     seconds = time.perf_counter() - t0
                 rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
-                             "rep": rep, "steps": steps, "seconds": round(seconds, 2),
+                             "per_pass": n_pass, "rep": rep, "steps": steps, "seconds": round(seconds, 2),
                              "steps_per_s": round(steps / seconds, 3),
                              "samples_per_s": round(steps * batch / seconds, 1)})
-        one = statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["ranks"] == counts[0])
-        for ranks in counts:
-            rate = statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["ranks"] == ranks)
+
+        def rate_of(variant: tuple[int, int]) -> float:
+            return statistics.median(r["steps_per_s"] for r in rows if r["stage"] == stage and r["rep"] != "median"
+                                     and (r["ranks"], r["per_pass"]) == variant)
+
+        for ranks, n_pass in variants:
             rows.append({"stage": stage, "ranks": ranks, "threads_per_rank": max(1, args.threads // ranks),
-                         "rep": "median", "steps": steps, "steps_per_s": round(rate, 3),
-                         "x_vs_one_process": round(rate / one, 2)})
+                         "per_pass": n_pass, "rep": "median", "steps": steps,
+                         "steps_per_s": round(rate_of((ranks, n_pass)), 3),
+                         "x_vs_first": round(rate_of((ranks, n_pass)) / rate_of(variants[0]), 2)})
     report(rows, COLUMNS, args.json)
 
 

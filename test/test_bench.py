@@ -87,7 +87,8 @@ def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
 
 
 def test_train_bench_compares_one_process_with_ranks(tmp_path):
-    """bench/train.py trains the recipe's target and drafter on a recorded split, one process against ranks."""
+    """bench/train.py trains the recipe's target and drafter on a recorded split, one process against ranks,
+    and times the heads' plan-feature pass one keyframe against several per target pass."""
     from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
 
     record_episode(7, tmp_path / "split", DriveRecordOptions(width=112, height=112, duration_s=2.0,
@@ -95,13 +96,18 @@ def test_train_bench_compares_one_process_with_ranks(tmp_path):
     out = tmp_path / "train.json"
     res = subprocess.run([sys.executable, str(BENCH / "train.py"), "--robot", "drive", "--data",
                           str(tmp_path / "split"), "--steps", "2", "--reps", "1", "--threads", "2", "--json", str(out),
-                          "--stages", "target,drafter,selection", "--selection-keyframes", "3"],
+                          "--stages", "target,drafter,selection,features", "--selection-keyframes", "3",
+                          "--feature-batches", "1,3"],
                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     rows = json.loads(out.read_text())
-    runs = [(r["stage"], r["ranks"]) for r in rows if r["rep"] != "median"]
-    assert sorted(runs) == [("drafter", 1), ("drafter", 2), ("selection", 1), ("selection", 2), ("target", 1),
-                            ("target", 2)]
+    runs = [(r["stage"], r["ranks"], r["per_pass"]) for r in rows if r["rep"] != "median"]
+    assert sorted(runs) == [("drafter", 1, 8), ("drafter", 2, 8), ("features", 1, 1), ("features", 1, 3),
+                            ("selection", 1, 1), ("selection", 2, 1), ("target", 1, 16), ("target", 2, 16)]
     assert {r["steps"] for r in rows if r["stage"] == "selection"} == {3}  # keyframes decoded by the shipped model
+    assert {r["steps"] for r in rows if r["stage"] == "features"} == {5}  # every keyframe of the 2 s drive
     assert all(r["steps_per_s"] > 0 for r in rows)
-    assert {r["x_vs_one_process"] for r in rows if r["rep"] == "median" and r["ranks"] == 1} == {1.0}
+    first = {"target": (1, 16), "drafter": (1, 8), "selection": (1, 1), "features": (1, 1)}
+    ratios = {r["stage"]: r["x_vs_first"] for r in rows
+              if r["rep"] == "median" and (r["ranks"], r["per_pass"]) == first[r["stage"]]}
+    assert ratios == {"target": 1.0, "drafter": 1.0, "selection": 1.0, "features": 1.0}

@@ -21,14 +21,19 @@ def test_teacher_forced_features_equal_the_decoders_plan_features():
         "cameras": ["cam_high"], "image_size": [32, 32], "budget": 200,
         "coordinate_ranges": {"robot": {"x": [-0.5, 0.5], "y": [-0.2, 0.3], "z": [0.3, 0.9]}}})
     pts = np.stack([np.linspace(-0.2, 0.2, 10), np.full(10, 0.1), np.linspace(0.5, 0.7, 10)], 1)
-    img = (np.random.default_rng(0).random((32, 32, 3)) * 255).astype(np.uint8)
-    kf = Keyframe("e", 0, 0, 0.0, "do it", "reach", [img], [pts, pts + 0.02], [np.full((10, 2), np.nan)] * 2, {},
-                  (32, 32))
+    rng = np.random.default_rng(0)
+    # different images and sub-task texts (so different lengths), three keyframes in batches of two: each
+    # keyframe's features must come from its own image and rows, the padded batch's and the last lone one's
+    kfs = [Keyframe("e", 0, i, 0.5 * i, "do it", subtask, [(rng.random((32, 32, 3)) * 255).astype(np.uint8)],
+                    [pts + 0.01 * i, pts + 0.02], [np.full((10, 2), np.nan)] * 2, {}, (32, 32))
+           for i, subtask in enumerate(["reach", "reach the red cube now", "lift"])]
     spec = ROBOTS["aloha"]
-    feats = keyframe_features(model, kf, spec)
-    sample = make_sample(model, kf, spec)
-    assert feats.shape == (sample.spans[0][1].block_size, target.hidden_size)
-    # the decoder given the same response as supplied output publishes the same features
-    res = model.decoder().generate(sample.prompt, decoder="ar", response_prefix=sample.response, budget=200)
-    assert len(res.primitives) == 2
-    torch.testing.assert_close(res.features, torch.from_numpy(feats), rtol=1e-4, atol=1e-4)
+    batched = keyframe_features(model, kfs, spec, batch=2)
+    assert len(batched) == 3
+    for kf, feats in zip(kfs, batched):
+        sample = make_sample(model, kf, spec)
+        assert feats.shape == (sample.spans[0][1].block_size, target.hidden_size)
+        # the decoder given the same response as supplied output publishes the same features
+        res = model.decoder().generate(sample.prompt, decoder="ar", response_prefix=sample.response, budget=200)
+        assert len(res.primitives) == 2
+        torch.testing.assert_close(res.features, torch.from_numpy(feats), rtol=1e-4, atol=1e-4)

@@ -57,6 +57,37 @@ def test_vl_positions_match_the_models_own_full_forward(vl_target):
     assert tg._rope_delta < 0  # an image grid compresses positions: the delta matters
 
 
+@pytest.mark.parametrize("which", ["text_target", "vl_target"])
+def test_teacher_forced_batch_equals_one_prefill_per_sequence(request, which):
+    """One right-padded pass gives each sequence what its own prefill gives: features and last hidden states
+    of its own rows, from its own image (different sizes, so a swapped image would not even fit)."""
+    tg = request.getfixturevalue(which)
+    texts = ["pick up the cube", "open the drawer and then close it again slowly", "lift"]
+    sizes = [(48, 64), (64, 96), (32, 32)]
+    prompts = [tg.encode_prompt(t, [_image(i, *sizes[i])] if tg.is_vl else []) for i, t in enumerate(texts)]
+    prompts[1] = Prompt(torch.cat([prompts[1].input_ids, torch.tensor([11, 12, 13])]), prompts[1].pixel_values,
+                        prompts[1].image_grid_thw)
+    assert len({p.input_ids.numel() for p in prompts}) == 3
+    batched = tg.teacher_forced(prompts)
+    for p, got in zip(prompts, batched):
+        ref = tg.prefill(p)
+        assert got.features.shape == ref.features.shape and got.last_hidden.shape == ref.last_hidden.shape
+        torch.testing.assert_close(got.features, ref.features, rtol=TOL, atol=TOL)
+        torch.testing.assert_close(got.last_hidden, ref.last_hidden, rtol=TOL, atol=TOL)
+    assert tg.teacher_forced([]) == []
+
+
+def test_teacher_forced_refuses_what_it_cannot_pad(vl_target):
+    with pytest.raises(PlanningError, match="empty prompt"):
+        vl_target.teacher_forced([Prompt(torch.zeros(0, dtype=torch.long))])
+    with_image = vl_target.encode_prompt("x", [_image()])
+    with pytest.raises(PlanningError, match="prompt 1: image placeholders"):
+        vl_target.teacher_forced([with_image, Prompt(with_image.input_ids)])
+    frame = vl_target.encode_frame(0, [_image()])
+    with pytest.raises(PlanningError, match="plain prompts"):
+        vl_target.teacher_forced([vl_target.streaming_prompt("x", [frame])])
+
+
 def test_errors(text_target, vl_target):
     with pytest.raises(PlanningError, match="text-only"):
         text_target.encode_prompt("x", [_image()])

@@ -27,16 +27,24 @@ __all__ = ["keyframe_features", "planner_feature_episodes"]
 
 
 @torch.no_grad()
-def keyframe_features(model: Any, kf: Any, spec: Any) -> np.ndarray:
-    """[tokens, hidden] target features over the primitive positions of `kf`'s annotated response."""
+def keyframe_features(model: Any, kfs: Sequence[Any], spec: Any, batch: int = 16) -> list[np.ndarray]:
+    """[tokens, hidden] target features over the primitive positions of each keyframe's annotated response.
+
+    `batch` keyframes share one padded target pass (`TargetAdapter.teacher_forced`): the same features as
+    one pass each.
+    """
     from plan_stack.data.samples import make_sample
 
-    sample = make_sample(model, kf, spec)
-    ids = torch.cat([sample.prompt.input_ids.view(-1), torch.tensor(sample.response, dtype=torch.long)])
-    out = model.target.prefill(dataclasses.replace(sample.prompt, input_ids=ids))
-    plen = sample.prompt.input_ids.numel()
-    rows = [plen + start + j for start, layout in sample.spans for j in range(layout.block_size)]
-    return out.last_hidden[rows].float().cpu().numpy()
+    out: list[np.ndarray] = []
+    for lo in range(0, len(kfs), max(batch, 1)):
+        samples = [make_sample(model, kf, spec) for kf in kfs[lo:lo + max(batch, 1)]]
+        whole = [dataclasses.replace(s.prompt, input_ids=torch.cat([
+            s.prompt.input_ids.view(-1), torch.tensor(s.response, dtype=torch.long)])) for s in samples]
+        for s, passed in zip(samples, model.target.teacher_forced(whole)):
+            plen = s.prompt.input_ids.numel()
+            rows = [plen + start + j for start, layout in s.spans for j in range(layout.block_size)]
+            out.append(passed.last_hidden[rows].float().numpy())
+    return out
 
 
 def planner_feature_episodes(model: Any, demo_dir: str, spec: Any, progress: bool = False,
@@ -57,7 +65,7 @@ def planner_feature_episodes(model: Any, demo_dir: str, spec: Any, progress: boo
         if not kfs:
             continue
         base = load_episode(f)
-        feats = [keyframe_features(model, kf, spec) for kf in kfs]
+        feats = keyframe_features(model, kfs, spec)
         n_tok = max(x.shape[0] for x in feats)
         cond = np.zeros((len(feats), n_tok, feats[0].shape[1]))
         for i, x in enumerate(feats):  # a keyframe with fewer primitive tokens repeats its last one

@@ -121,7 +121,7 @@ class GroundTruthPlanner(Node):
             return
         kf = dataclasses.replace(self.keyframes[i], images=images)
         t0 = time.monotonic()
-        feats = keyframe_features(self.model, kf, self.spec)
+        feats, = keyframe_features(self.model, [kf], self.spec)
         ms = 1e3 * (time.monotonic() - t0)
         plan = VisualPlan(instruction=kf.instruction, subtask=kf.subtask, total_ms=float(ms), decoder="ground_truth")
         plan.header.stamp = msg.header.stamp

@@ -61,7 +61,7 @@ def keyframe_conditioning(model: Any, annotation_path: str, spec: Any) -> tuple[
     kfs = load_episode_keyframes(annotation_path, spec, model.image_size, successful_only=False)
     if not kfs:
         raise ValueError(f"{annotation_path}: no keyframes")
-    return np.array([kf.t_s for kf in kfs]), [keyframe_features(model, kf, spec) for kf in kfs]
+    return np.array([kf.t_s for kf in kfs]), keyframe_features(model, kfs, spec)
 
 
 class AnnotatedPlans:

@@ -98,6 +98,14 @@ class StepOut:
     vision_ms: float = 0.0
 
 
+@dataclasses.dataclass
+class TeacherForced:
+    """One whole sequence's outputs of `TargetAdapter.teacher_forced` (a `StepOut` without logits)."""
+
+    features: torch.Tensor  # [n, len(feature_layers) * H] drafter context features
+    last_hidden: torch.Tensor  # [n, H] final (normed) hidden state: plan features
+
+
 def spread_layers(num_layers: int, count: int = 5) -> tuple[int, ...]:
     """`count` target layers spread over the depth (DFlash uses 1..L-3; tiny models use 0..L-2).
 
@@ -280,6 +288,48 @@ class TargetAdapter:
         step.vision_ms = vision_ms
         self.prompt_length = t_len
         return step
+
+    @torch.no_grad()
+    def teacher_forced(self, prompts: Sequence[Prompt]) -> list[TeacherForced]:
+        """Features and last hidden states of whole sequences, one right-padded forward for all of them.
+
+        Each equals what `prefill(p)` gives (positions are the unpadded ones, and no real position attends
+        to the right padding), so training reads the frozen target a batch at a time instead of a sample at
+        a time. No KV cache is kept. Plain prompts only: a streaming prompt's frame-local mask is not a
+        padding mask.
+        """
+        if not prompts:
+            return []
+        if any(p.frames for p in prompts):
+            raise PlanningError("teacher_forced takes plain prompts, not streaming ones")
+        seqs = [p.input_ids.view(-1) for p in prompts]
+        if any(s.numel() == 0 for s in seqs):
+            raise PlanningError("empty prompt")
+        n = max(s.numel() for s in seqs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(seqs), n), int(pad), dtype=torch.long)
+        attn = torch.zeros((len(seqs), n), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, :s.numel()] = s
+            attn[i, :s.numel()] = 1
+        dev = self.device
+        extra: dict[str, Any] = {}
+        if self.is_vl:
+            image_pad = self.model.config.image_token_id
+            mm = (ids == image_pad).int()
+            with_images = [p for p in prompts if p.pixel_values is not None and p.image_grid_thw is not None]
+            for i, p in enumerate(prompts):
+                if bool((seqs[i] == image_pad).any()) != (p.pixel_values is not None and p.image_grid_thw is not None):
+                    raise PlanningError(f"prompt {i}: image placeholders and images do not go together")
+            if with_images:
+                extra["pixel_values"] = torch.cat([p.pixel_values for p in with_images]).to(dev, self.dtype)  # type: ignore[misc]
+                extra["image_grid_thw"] = torch.cat([p.image_grid_thw for p in with_images]).to(dev)  # type: ignore[misc]
+            extra["mm_token_type_ids"] = mm.to(dev)
+        out = self.base(input_ids=ids.to(dev), attention_mask=attn.to(dev), use_cache=False,
+                        output_hidden_states=True, **extra)
+        feats = torch.cat([out.hidden_states[li + 1] for li in self.feature_layers], dim=-1).cpu()
+        last = out.last_hidden_state.cpu()
+        return [TeacherForced(feats[i, :s.numel()], last[i, :s.numel()]) for i, s in enumerate(seqs)]
 
     # -- streaming (FlashDrive) --------------------------------------------------------
     def _prefill_frames(self, prompt: Prompt) -> StepOut:

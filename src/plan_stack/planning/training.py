@@ -9,7 +9,8 @@
 * Blocks of all samples of a batch are packed into one drafter pass with
   their own position ids and a block-diagonal mask (`drafter.packed_mask`),
   attention run sample by sample (`drafter.packed_segments`);
-  the frozen target's features are computed on the fly without gradients.
+  the frozen target's features are computed on the fly, one padded forward
+  for the batch (`TargetAdapter.teacher_forced`).
 * AdamW, zero weight decay, gradient clipping 1.0, warm-up then cosine decay;
   checkpoints (drafter + optimiser + step) are resumable.
 """
@@ -122,16 +123,17 @@ def make_blocks(seqs: Sequence[list[int]], prompt_lens: Sequence[int], spans: Se
 def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: TrainConfig,
                rng: random.Random) -> torch.Tensor:
     """Weighted cross-entropy of one packed batch (frozen target features computed here)."""
-    seqs, plens, feats, ctx_sample, ctx_pos = [], [], [], [], []
-    for si, s in enumerate(samples):
-        ids = torch.cat([s.prompt.input_ids.view(-1), torch.tensor(s.response, dtype=torch.long)])
-        with torch.no_grad():
-            f = target.prefill(dataclasses.replace(s.prompt, input_ids=ids)).features
-        seqs.append(ids.tolist())
+    whole = [dataclasses.replace(s.prompt, input_ids=torch.cat([s.prompt.input_ids.view(-1),
+                                                                 torch.tensor(s.response, dtype=torch.long)]))
+             for s in samples]
+    feats = [t.features for t in target.teacher_forced(whole)]
+    seqs, plens, ctx_sample, ctx_pos = [], [], [], []
+    for si, (s, w) in enumerate(zip(samples, whole)):
+        n = w.input_ids.numel()
+        seqs.append(w.input_ids.tolist())
         plens.append(s.prompt.input_ids.numel())
-        feats.append(f)
-        ctx_sample.append(torch.full((ids.numel(),), si, dtype=torch.long))
-        ctx_pos.append(torch.arange(ids.numel()))
+        ctx_sample.append(torch.full((n,), si, dtype=torch.long))
+        ctx_pos.append(torch.arange(n))
     dev = next(drafter.parameters()).device
     blocks = make_blocks(seqs, plens, [s.spans for s in samples], cfg, target.vocab, rng)
     blocks = Blocks(**{f.name: getattr(blocks, f.name).to(dev) for f in dataclasses.fields(blocks)})
