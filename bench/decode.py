@@ -19,13 +19,18 @@ Columns
 * tau            tokens committed per target forward (decode tokens / target forwards)
 * gate           VFlash gate outcomes "accepted/fallback"
 * peak_mb        CPU: process peak RSS so far (MB, process-wide); CUDA: max allocated in this row
-* speedup_vs_ar, speedup_vs_dflash   decode_ms ratios on the same row group
+* speedup_vs_ar, speedup_vs_dflash   decode_ms ratios on the same row group (same target steps)
+* target_steps   how the target's steps after the prefill ran: `direct` (the text layers' own weights,
+                 `TargetAdapter.direct_steps`, the default) or `model` (through the model's forward);
+                 `--target-steps direct,model` runs both, their repetitions interleaved
+* x_vs_model_steps   decode_ms of the same decoder and output with `model` steps / this row's
 
 The drafter is untrained (5 layers, width 256 unless changed): VFlash
 primitives are accepted by the schema gate regardless, while DFlash accepts
 few text proposals from an untrained drafter; τ is reported as measured.
 
     python bench/decode.py [--sizes 9m,40m] [--reps 5] [--threads 1] [--json out.json]
+    python bench/decode.py --sizes 9m --target-steps direct,model   (the direct steps against the model's)
     python bench/decode.py --device cuda --dtype bfloat16 --sizes 9m,40m,2b   (a GPU machine)
 """
 from __future__ import annotations
@@ -42,6 +47,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SIZES = {
     # name: tiny_target kwargs (Qwen3-VL shaped)
+    # the shape of the shipped models' targets (planning.training_cli.RECIPES): 2.1 M parameters
+    "2m": dict(hidden=192, layers=4, heads=4, kv_heads=2, head_dim=32, vision_hidden=96, vision_depth=2,
+               vision_patch=8),
     "9m": dict(hidden=256, layers=8, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vision_hidden=128,
                vision_depth=2),
     "40m": dict(hidden=512, layers=12, heads=8, kv_heads=4, head_dim=64, intermediate=1536, vision_hidden=192,
@@ -60,7 +68,7 @@ OUTPUTS = [  # name, start token, block size
 ]
 COLUMNS = ["target_params", "decoder", "output", "block_size", "decode_ms", "p95_ms", "worst_ms", "prefill_ms",
            "vision_ms", "target_forwards", "drafter_forwards", "tau", "gate", "peak_mb", "speedup_vs_ar",
-           "speedup_vs_dflash"]
+           "speedup_vs_dflash", "target_steps", "x_vs_model_steps"]
 
 
 def _peak_mb(device: str) -> float:
@@ -81,6 +89,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     from plan_stack.planning.tool_call import tool_call_text
 
     torch.set_num_threads(args.threads)
+    steps = args.target_steps.split(",")
     rows: list[dict] = []
     rng = np.random.default_rng(args.seed)
     image = (rng.random((args.image_height, args.image_width, 3)) * 255).astype(np.uint8)
@@ -108,36 +117,44 @@ def run(args: argparse.Namespace) -> list[dict]:
             for decoder in DECODERS:
                 if args.device == "cuda":
                     torch.cuda.reset_peak_memory_stats()
-                times, results = [], []
+                times: dict[str, list[float]] = {v: [] for v in steps}
+                results: dict[str, list] = {v: [] for v in steps}
                 for rep in range(args.reps + 1):  # first run is warm-up
-                    res = dec.generate(prompt, decoder=decoder, budget=budget, response_prefix=prefix,
-                                       image_size=(args.image_width, args.image_height))
-                    if args.device == "cuda":
-                        torch.cuda.synchronize()
-                    if rep:
-                        times.append(res.stats.decode_ms)
-                        results.append(res)
-                st = results[-1].stats
-                if output != "text" and not results[-1].primitives:
-                    print(f"# warning: {decoder} {output}: no primitive decoded ({results[-1].errors})",
-                          file=sys.stderr)
-                times_sorted = sorted(times)
-                row = {
-                    "target_params": n_params, "decoder": decoder, "output": output, "block_size": block,
-                    "decode_ms": statistics.fmean(times),
-                    "p95_ms": times_sorted[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))],
-                    "worst_ms": times_sorted[-1],
-                    "prefill_ms": statistics.fmean(r.stats.prefill_ms for r in results),
-                    "vision_ms": statistics.fmean(r.stats.vision_ms for r in results),
-                    "target_forwards": st.target_forwards, "drafter_forwards": st.drafter_forwards,
-                    "tau": st.tau, "gate": f"{st.gate_accepted}/{st.gate_fallback}",
-                    "peak_mb": _peak_mb(args.device),
-                }
-                group[decoder] = row
-                rows.append(row)
-            for row in group.values():
-                row["speedup_vs_ar"] = group["ar"]["decode_ms"] / row["decode_ms"]
-                row["speedup_vs_dflash"] = group["dflash"]["decode_ms"] / row["decode_ms"]
+                    for variant in steps if rep % 2 else steps[::-1]:
+                        target.direct_steps = variant == "direct"
+                        res = dec.generate(prompt, decoder=decoder, budget=budget, response_prefix=prefix,
+                                           image_size=(args.image_width, args.image_height))
+                        if args.device == "cuda":
+                            torch.cuda.synchronize()
+                        if rep:
+                            times[variant].append(res.stats.decode_ms)
+                            results[variant].append(res)
+                if len({tuple(results[v][-1].tokens) for v in steps}) > 1:
+                    raise SystemExit(f"{decoder} {output}: the target step variants decoded different tokens")
+                for variant in steps:
+                    st = results[variant][-1].stats
+                    if output != "text" and not results[variant][-1].primitives:
+                        print(f"# warning: {decoder} {output}: no primitive decoded ({results[variant][-1].errors})",
+                              file=sys.stderr)
+                    times_sorted = sorted(times[variant])
+                    row = {
+                        "target_params": n_params, "decoder": decoder, "output": output, "block_size": block,
+                        "decode_ms": statistics.fmean(times_sorted),
+                        "p95_ms": times_sorted[min(len(times_sorted) - 1, int(round(0.95 * (len(times_sorted) - 1))))],
+                        "worst_ms": times_sorted[-1],
+                        "prefill_ms": statistics.fmean(r.stats.prefill_ms for r in results[variant]),
+                        "vision_ms": statistics.fmean(r.stats.vision_ms for r in results[variant]),
+                        "target_forwards": st.target_forwards, "drafter_forwards": st.drafter_forwards,
+                        "tau": st.tau, "gate": f"{st.gate_accepted}/{st.gate_fallback}",
+                        "peak_mb": _peak_mb(args.device), "target_steps": variant,
+                    }
+                    group[decoder, variant] = row
+                    rows.append(row)
+            for (decoder, variant), row in group.items():
+                row["speedup_vs_ar"] = group["ar", variant]["decode_ms"] / row["decode_ms"]
+                row["speedup_vs_dflash"] = group["dflash", variant]["decode_ms"] / row["decode_ms"]
+                if "model" in steps:
+                    row["x_vs_model_steps"] = group[decoder, "model"]["decode_ms"] / row["decode_ms"]
             _print_rows(list(group.values()))
     return rows
 
@@ -145,7 +162,7 @@ def run(args: argparse.Namespace) -> list[dict]:
 def _print_rows(rows: list[dict]) -> None:
     """Progress on stderr while the benchmark runs; the table comes at the end."""
     for r in rows:
-        print("# " + " | ".join(format_value(r[c]) for c in COLUMNS), file=sys.stderr, flush=True)
+        print("# " + " | ".join(format_value(r.get(c)) for c in COLUMNS), file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,8 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-height", type=int, default=96)
     p.add_argument("--prompt", default="plan the next motion of the gripper")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-steps", default="direct",
+                   help="comma-separated: direct (the text layers run directly), model (the model's forward)")
     add_json_option(p)
     args = p.parse_args(argv)
+    if not args.target_steps or set(args.target_steps.split(",")) - {"direct", "model"}:
+        p.error("--target-steps: direct and/or model")
     for s in args.sizes.split(","):
         if s not in SIZES:
             p.error(f"unknown size {s!r} (known: {', '.join(SIZES)})")

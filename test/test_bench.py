@@ -111,3 +111,21 @@ def test_train_bench_compares_one_process_with_ranks(tmp_path):
     ratios = {r["stage"]: r["x_vs_first"] for r in rows
               if r["rep"] == "median" and (r["ranks"], r["per_pass"]) == first[r["stage"]]}
     assert ratios == {"target": 1.0, "drafter": 1.0, "selection": 1.0, "features": 1.0}
+
+
+def test_decode_bench_runs_the_target_steps_both_ways_and_they_decode_the_same(tmp_path):
+    """bench/decode.py with `--target-steps direct,model`: a row per decoder, output and variant, the same
+    target forwards either way (the bench itself refuses variants that decode different tokens)."""
+    out = tmp_path / "decode.json"
+    res = subprocess.run([sys.executable, str(BENCH / "decode.py"), "--sizes", "2m", "--reps", "1",
+                          "--target-steps", "direct,model", "--text-tokens", "8", "--json", str(out)],
+                         capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert len(rows) == 5 * 3 * 2
+    by = {(r["decoder"], r["output"], r["target_steps"]): r for r in rows}
+    for (decoder, output, steps), r in by.items():
+        other = by[decoder, output, "model" if steps == "direct" else "direct"]
+        assert r["target_forwards"] == other["target_forwards"]
+        assert r["decode_ms"] > 0 and r["x_vs_model_steps"] > 0
+    assert all(r["x_vs_model_steps"] == 1.0 for r in rows if r["target_steps"] == "model")

@@ -88,6 +88,52 @@ def test_teacher_forced_refuses_what_it_cannot_pad(vl_target):
         vl_target.teacher_forced([vl_target.streaming_prompt("x", [frame])])
 
 
+@pytest.mark.parametrize(("which", "streaming"), [("text_target", False), ("vl_target", False), ("vl_target", True)])
+def test_direct_decode_steps_equal_the_models_own_forward(request, which, streaming):
+    """`forward` runs the text layers directly; the model's forward (`direct_steps = False`) gives the same
+    bits for one token and for blocks, after a rollback, after a streaming prefill, and leaves the same cache
+    (the steps after it agree too)."""
+    tg = request.getfixturevalue(which)
+    assert tg.direct_steps
+    if streaming:
+        prompt = tg.streaming_prompt("pick up the cube", [tg.encode_frame(k, [_image(k)]) for k in (1, 2)])
+    else:
+        prompt = tg.encode_prompt("pick up the cube", [_image()] if tg.is_vl else [])
+    outs = {}
+    for direct in (False, True):
+        tg.direct_steps = direct
+        tg.clear_frames()
+        tg.prefill(prompt)
+        n = tg.length
+        run = [tg.forward([11]), tg.forward([12, 13, 14, 15, 16]), tg.forward([17], last_logits_only=True)]
+        tg.rollback(n + 2)
+        run += [tg.forward([20, 21, 22]), tg.forward([23])]
+        outs[direct] = run
+    tg.direct_steps = True
+    for ref, got in zip(outs[False], outs[True]):
+        for name in ("logits", "features", "last_hidden"):
+            a, b = getattr(ref, name), getattr(got, name)
+            assert a.shape == b.shape and torch.equal(a, b), name
+    if tg.is_vl:
+        with pytest.raises(PlanningError, match="image placeholders after the prompt"):
+            tg.forward([tg.model.config.image_token_id])
+
+
+def test_a_text_stack_the_direct_steps_do_not_know_keeps_the_models_forward(tokenizer):
+    import transformers as tf
+
+    from plan_stack.planning.target import TargetAdapter
+
+    cfg = tf.Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, attention_bias=True,
+                         tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    tg = TargetAdapter(tf.Qwen3ForCausalLM(cfg), tokenizer)
+    assert not tg.direct_steps  # biases: not the structure `_direct_forward` computes
+    tg.prefill(tg.encode_prompt("lift"))
+    assert tg.forward([11, 12]).logits.shape == (2, tg.vocab.size)
+
+
 def test_errors(text_target, vl_target):
     with pytest.raises(PlanningError, match="text-only"):
         text_target.encode_prompt("x", [_image()])

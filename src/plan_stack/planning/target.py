@@ -13,7 +13,13 @@ deal with token ids:
   re-derives them from the cache and gets blocks wrong);
 * cache rollback crops the dynamic cache to a committed length;
 * every forward returns the logits, the concatenated hidden states of the
-  drafter's feature layers and the last hidden state (plan features).
+  drafter's feature layers and the last hidden state (plan features);
+* the steps after the prefill (`forward`) run the model's own text layers
+  and weights directly (`_direct_forward`) instead of through the model's
+  `forward`: a decode step is a few tokens through four small layers, and
+  transformers' per-call machinery (masks, output capture, kwargs plumbing)
+  was half of it. Same operations in the same order: tests compare every
+  output with the model's forward, to the bit on CPU float32.
 
 Nothing here imports ROS. Loading sets HF_HUB_OFFLINE=1 and only reads local
 directories.
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import PlanningError
@@ -150,6 +157,10 @@ class TargetAdapter:
         self.last_prefill = PrefillCounts()
         #: an exported vision encoder (`engines.runtime.EngineVision`); None: the PyTorch tower
         self.vision_encoder: Any = None
+        #: decode steps run the text layers directly (`_direct_forward`); False: through the model's forward.
+        #: True only for the layer structure it knows (`_direct_layers`)
+        self._text_stack = _direct_layers(self.base, self.text_config)
+        self.direct_steps = self._text_stack is not None
 
     # -- inputs --------------------------------------------------------------------
     def encode_prompt(self, text: str, images: Sequence[np.ndarray] = ()) -> Prompt:
@@ -442,7 +453,46 @@ class TargetAdapter:
         ids = torch.as_tensor(tokens, dtype=torch.long).view(-1)
         if ids.numel() == 0:
             raise PlanningError("forward over an empty block")
-        return self._run(ids, self._positions(self.length, ids.numel()), last_logits_only)
+        positions = self._positions(self.length, ids.numel())
+        if self.direct_steps and self._text_stack is not None:
+            return self._direct_forward(ids, positions, last_logits_only)
+        return self._run(ids, positions, last_logits_only)
+
+    def _direct_forward(self, ids: torch.Tensor, position_ids: torch.Tensor, last_logits_only: bool) -> StepOut:
+        """`_run` for tokens after the prompt, through the text layers' own weights (module docstring).
+
+        After the prompt every position sees the whole cache and its block causally, no image token
+        comes (the decoders' grammar has none), so no deepstack feature is added: a plain causal block."""
+        lm, dev, n, past = self._text_stack, self.device, ids.numel(), self.length
+        assert lm is not None and self.cache is not None  # `forward` checked both
+        if self.is_vl and bool((ids == self.model.config.image_token_id).any()):
+            raise PlanningError("image placeholders after the prompt: images go into the prefill")
+        h = self.embed_tokens(ids.view(1, -1).to(dev))
+        cos, sin = lm.rotary_emb(h, (position_ids[1:] if self.is_vl else position_ids).to(dev))
+        cos, sin = cos[:, None], sin[:, None]  # [1, 1, n, head_dim]: broadcast over heads
+        mask = None if n == 1 else torch.ones(n, past + n, dtype=torch.bool, device=dev).tril(past)
+        hidden = []
+        for i, layer in enumerate(lm.layers):
+            att = layer.self_attn
+            x = _rms_norm(h, layer.input_layernorm)
+            q = _rms_norm(F.linear(x, att.q_proj.weight).view(1, n, -1, att.head_dim), att.q_norm).transpose(1, 2)
+            k = _rms_norm(F.linear(x, att.k_proj.weight).view(1, n, -1, att.head_dim), att.k_norm).transpose(1, 2)
+            v = F.linear(x, att.v_proj.weight).view(1, n, -1, att.head_dim).transpose(1, 2)
+            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+            k, v = self.cache.update(k, v, i)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=att.scaling,
+                                               enable_gqa=q.shape[1] != k.shape[1])
+            h = h + F.linear(o.transpose(1, 2).reshape(1, n, -1), att.o_proj.weight)
+            x = _rms_norm(h, layer.post_attention_layernorm)
+            mlp = layer.mlp
+            h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
+                             mlp.down_proj.weight)
+            hidden.append(h)
+        self._check_cache(past + n)
+        feats = torch.cat([hidden[li][0] for li in self.feature_layers], dim=-1)
+        last = _rms_norm(h, lm.norm)[0]
+        logits = self.lm_head(last[-1:] if last_logits_only else last).float()
+        return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
 
     def rollback(self, length: int) -> None:
         """Drop cached positions beyond `length` (rejected draft / regenerated suffix)."""
@@ -460,6 +510,36 @@ class TargetAdapter:
 
 
 # --- building and loading ----------------------------------------------------------------
+
+
+def _direct_layers(base: Any, text_config: Any) -> Any:
+    """The Qwen3 / Qwen3-VL text stack `_direct_forward` knows (full attention, no biases, SiLU MLP,
+    per-head q/k norms), or None: another structure keeps the model's own forward."""
+    lm = getattr(base, "language_model", base)
+    if type(lm).__name__ not in ("Qwen3Model", "Qwen3VLTextModel"):
+        return None
+    if getattr(text_config, "hidden_act", None) != "silu" or getattr(text_config, "attention_bias", False) \
+            or getattr(text_config, "use_sliding_window", False) \
+            or any(t != "full_attention" for t in getattr(text_config, "layer_types", None) or ()):
+        return None
+    for layer in lm.layers:
+        att, mlp = layer.self_attn, layer.mlp
+        if any(getattr(m, "bias", None) is not None for m in (att.q_proj, att.k_proj, att.v_proj, att.o_proj,
+                                                             mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
+            return None
+    return lm
+
+
+def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    """The Qwen3 RMSNorm module's arithmetic (in float32, weight applied in the input's dtype)."""
+    y = x.to(torch.float32)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * y.to(x.dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def _mrope_section(head_dim: int) -> list[int]:
