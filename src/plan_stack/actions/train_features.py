@@ -12,7 +12,6 @@ the ground-truth-token episodes (`actions.demos.load_episode`).
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -36,11 +35,10 @@ def keyframe_features(model: Any, kfs: Sequence[Any], spec: Any, batch: int = 16
     from plan_stack.data.samples import make_sample
 
     out: list[np.ndarray] = []
-    for lo in range(0, len(kfs), max(batch, 1)):
-        samples = [make_sample(model, kf, spec) for kf in kfs[lo:lo + max(batch, 1)]]
-        whole = [dataclasses.replace(s.prompt, input_ids=torch.cat([
-            s.prompt.input_ids.view(-1), torch.tensor(s.response, dtype=torch.long)])) for s in samples]
-        for s, passed in zip(samples, model.target.teacher_forced(whole)):
+    step = max(batch, 1)
+    for lo in range(0, len(kfs), step):
+        samples = [make_sample(model, kf, spec) for kf in kfs[lo:lo + step]]
+        for s, passed in zip(samples, model.target.teacher_forced([s.teacher_forced_prompt() for s in samples])):
             plen = s.prompt.input_ids.numel()
             rows = [plen + start + j for start, layout in s.spans for j in range(layout.block_size)]
             out.append(passed.last_hidden[rows].float().numpy())

@@ -16,7 +16,7 @@ deal with token ids:
   drafter's feature layers and the last hidden state (plan features);
 * the steps after the prefill (`forward`) run the model's own text layers
   and weights directly (`_direct_forward`) instead of through the model's
-  `forward`: a decode step is a few tokens through four small layers, and
+  `forward`: a decode step is a few tokens through a few small layers, and
   transformers' per-call machinery (masks, output capture, kwargs plumbing)
   was half of it. Same operations in the same order: tests compare every
   output with the model's forward, to the bit on CPU float32.
@@ -327,15 +327,17 @@ class TargetAdapter:
         extra: dict[str, Any] = {}
         if self.is_vl:
             image_pad = self.model.config.image_token_id
-            mm = (ids == image_pad).int()
-            with_images = [p for p in prompts if p.pixel_values is not None and p.image_grid_thw is not None]
+            pixels, grids = [], []
             for i, p in enumerate(prompts):
                 if bool((seqs[i] == image_pad).any()) != (p.pixel_values is not None and p.image_grid_thw is not None):
                     raise PlanningError(f"prompt {i}: image placeholders and images do not go together")
-            if with_images:
-                extra["pixel_values"] = torch.cat([p.pixel_values for p in with_images]).to(dev, self.dtype)  # type: ignore[misc]
-                extra["image_grid_thw"] = torch.cat([p.image_grid_thw for p in with_images]).to(dev)  # type: ignore[misc]
-            extra["mm_token_type_ids"] = mm.to(dev)
+                if p.pixel_values is not None and p.image_grid_thw is not None:
+                    pixels.append(p.pixel_values)
+                    grids.append(p.image_grid_thw)
+            if pixels:
+                extra["pixel_values"] = torch.cat(pixels).to(dev, self.dtype)
+                extra["image_grid_thw"] = torch.cat(grids).to(dev)
+            extra["mm_token_type_ids"] = (ids == image_pad).int().to(dev)
         out = self.base(input_ids=ids.to(dev), attention_mask=attn.to(dev), use_cache=False,
                         output_hidden_states=True, **extra)
         feats = torch.cat([out.hidden_states[li + 1] for li in self.feature_layers], dim=-1).cpu()

@@ -63,6 +63,11 @@ class Sample:
     response: list[int]
     spans: list[tuple[int, L.Layout]]  # (index of the start token in `response`, layout)
 
+    def teacher_forced_prompt(self) -> Prompt:
+        """The prompt with the annotated response appended: one target pass reads the whole sequence."""
+        return dataclasses.replace(self.prompt, input_ids=torch.cat([
+            self.prompt.input_ids.view(-1), torch.tensor(self.response, dtype=torch.long)]))
+
 
 # --- block construction ---------------------------------------------------------------------
 
@@ -123,9 +128,7 @@ def make_blocks(seqs: Sequence[list[int]], prompt_lens: Sequence[int], spans: Se
 def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: TrainConfig,
                rng: random.Random) -> torch.Tensor:
     """Weighted cross-entropy of one packed batch (frozen target features computed here)."""
-    whole = [dataclasses.replace(s.prompt, input_ids=torch.cat([s.prompt.input_ids.view(-1),
-                                                                 torch.tensor(s.response, dtype=torch.long)]))
-             for s in samples]
+    whole = [s.teacher_forced_prompt() for s in samples]
     feats = [t.features for t in target.teacher_forced(whole)]
     seqs, plens, ctx_sample, ctx_pos = [], [], [], []
     for si, (s, w) in enumerate(zip(samples, whole)):
