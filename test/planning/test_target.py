@@ -75,6 +75,10 @@ def test_teacher_forced_batch_equals_one_prefill_per_sequence(request, which):
         torch.testing.assert_close(got.features, ref.features, rtol=TOL, atol=TOL)
         torch.testing.assert_close(got.last_hidden, ref.last_hidden, rtol=TOL, atol=TOL)
     assert tg.teacher_forced([]) == []
+    if tg.is_vl:  # a VL target given prompts without images: no image inputs at all
+        plain = [tg.encode_prompt(t) for t in texts]
+        for p, got in zip(plain, tg.teacher_forced(plain)):
+            torch.testing.assert_close(got.features, tg.prefill(p).features, rtol=TOL, atol=TOL)
 
 
 def test_teacher_forced_refuses_what_it_cannot_pad(vl_target):

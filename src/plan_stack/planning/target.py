@@ -254,9 +254,14 @@ class TargetAdapter:
         out = self.base(input_ids=ids.view(1, -1).to(dev), position_ids=position_ids.to(dev), cache=self.cache,
                         use_cache=True, output_hidden_states=True, **extra)
         self._check_cache(expected)
-        hs = out.hidden_states
-        feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)
-        last = out.last_hidden_state[0]
+        return self._step_out(self._features(out.hidden_states)[0], out.last_hidden_state[0], last_logits_only)
+
+    def _features(self, hidden_states: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Drafter context features [..., n, len(feature_layers) * H] from the per-layer hidden states
+        (`hidden_states[0]` the embeddings, as transformers' `output_hidden_states` gives them)."""
+        return torch.cat([hidden_states[li + 1] for li in self.feature_layers], dim=-1)
+
+    def _step_out(self, feats: torch.Tensor, last: torch.Tensor, last_logits_only: bool) -> StepOut:
         logits = self.lm_head(last[-1:] if last_logits_only else last).float()
         return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
 
@@ -300,49 +305,58 @@ class TargetAdapter:
         self.prompt_length = t_len
         return step
 
-    @torch.no_grad()
-    def teacher_forced(self, prompts: Sequence[Prompt]) -> list[TeacherForced]:
-        """Features and last hidden states of whole sequences, one right-padded forward for all of them.
+    def padded_batch(self, prompts: Sequence[Prompt]) -> dict[str, torch.Tensor]:
+        """The model's forward inputs for several plain prompts at once (CPU): token ids right-padded with the
+        pad token, the attention mask, and the images of those that have any, in prompt order.
 
-        Each equals what `prefill(p)` gives (positions are the unpadded ones, and no real position attends
-        to the right padding), so training reads the frozen target a batch at a time instead of a sample at
-        a time. No KV cache is kept. Plain prompts only: a streaming prompt's frame-local mask is not a
-        padding mask.
+        Right padding keeps every sequence's positions those of the unpadded sequence, and no real position
+        attends to it. Streaming prompts (a frame-local mask, not a padding mask), empty prompts and image
+        placeholders without their images (or images without placeholders) are refused.
         """
-        if not prompts:
-            return []
         if any(p.frames for p in prompts):
-            raise PlanningError("teacher_forced takes plain prompts, not streaming ones")
+            raise PlanningError("a padded batch takes plain prompts, not streaming ones")
         seqs = [p.input_ids.view(-1) for p in prompts]
-        if any(s.numel() == 0 for s in seqs):
+        if not seqs or any(s.numel() == 0 for s in seqs):
             raise PlanningError("empty prompt")
-        n = max(s.numel() for s in seqs)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids = torch.full((len(seqs), n), int(pad), dtype=torch.long)
-        attn = torch.zeros((len(seqs), n), dtype=torch.long)
+        ids = torch.full((len(seqs), max(s.numel() for s in seqs)), int(pad), dtype=torch.long)
+        attn = torch.zeros_like(ids)
         for i, s in enumerate(seqs):
             ids[i, :s.numel()] = s
             attn[i, :s.numel()] = 1
+        batch = {"input_ids": ids, "attention_mask": attn}
+        if not self.is_vl:
+            return batch
+        image_pad = self.model.config.image_token_id
+        pixels, grids = [], []
+        for i, p in enumerate(prompts):
+            if bool((seqs[i] == image_pad).any()) != (p.pixel_values is not None and p.image_grid_thw is not None):
+                raise PlanningError(f"prompt {i}: image placeholders and images do not go together")
+            if p.pixel_values is not None and p.image_grid_thw is not None:
+                pixels.append(p.pixel_values)
+                grids.append(p.image_grid_thw)
+        if pixels:
+            batch["pixel_values"] = torch.cat(pixels).to(self.dtype)
+            batch["image_grid_thw"] = torch.cat(grids)
+            batch["mm_token_type_ids"] = (ids == image_pad).int()
+        return batch
+
+    @torch.no_grad()
+    def teacher_forced(self, prompts: Sequence[Prompt]) -> list[TeacherForced]:
+        """Features and last hidden states of whole sequences, one forward of their `padded_batch`.
+
+        Each equals what `prefill(p)` gives, so training reads the frozen target a batch at a time instead of
+        a sample at a time. No KV cache is kept.
+        """
+        if not prompts:
+            return []
+        batch = self.padded_batch(prompts)
         dev = self.device
-        extra: dict[str, Any] = {}
-        if self.is_vl:
-            image_pad = self.model.config.image_token_id
-            pixels, grids = [], []
-            for i, p in enumerate(prompts):
-                if bool((seqs[i] == image_pad).any()) != (p.pixel_values is not None and p.image_grid_thw is not None):
-                    raise PlanningError(f"prompt {i}: image placeholders and images do not go together")
-                if p.pixel_values is not None and p.image_grid_thw is not None:
-                    pixels.append(p.pixel_values)
-                    grids.append(p.image_grid_thw)
-            if pixels:
-                extra["pixel_values"] = torch.cat(pixels).to(dev, self.dtype)
-                extra["image_grid_thw"] = torch.cat(grids).to(dev)
-            extra["mm_token_type_ids"] = (ids == image_pad).int().to(dev)
-        out = self.base(input_ids=ids.to(dev), attention_mask=attn.to(dev), use_cache=False,
-                        output_hidden_states=True, **extra)
-        feats = torch.cat([out.hidden_states[li + 1] for li in self.feature_layers], dim=-1).cpu()
+        out = self.base(**{k: v.to(dev) for k, v in batch.items()}, use_cache=False, output_hidden_states=True)
+        feats = self._features(out.hidden_states).cpu()
         last = out.last_hidden_state.cpu()
-        return [TeacherForced(feats[i, :s.numel()], last[i, :s.numel()]) for i, s in enumerate(seqs)]
+        lengths = batch["attention_mask"].sum(1).tolist()
+        return [TeacherForced(feats[i, :n], last[i, :n]) for i, n in enumerate(lengths)]
 
     # -- streaming (FlashDrive) --------------------------------------------------------
     def _prefill_frames(self, prompt: Prompt) -> StepOut:
@@ -418,8 +432,7 @@ class TargetAdapter:
         out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
                         cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
         self._check_cache(ids.numel())
-        hs = out.hidden_states
-        feats = torch.cat([hs[li + 1][0] for li in self.feature_layers], dim=-1)  # [n, 5H]
+        feats = self._features(out.hidden_states)[0]  # [n, 5H]
         last = out.last_hidden_state[0]  # [n, H]
         keep = {f.key: kv for f, kv in zip(frames, cached)}
         # Qwen3 caches only full-attention layers (keys/values tensors); transformers types the
@@ -473,7 +486,7 @@ class TargetAdapter:
         cos, sin = lm.rotary_emb(h, (position_ids[1:] if self.is_vl else position_ids).to(dev))
         cos, sin = cos[:, None], sin[:, None]  # [1, 1, n, head_dim]: broadcast over heads
         mask = None if n == 1 else torch.ones(n, past + n, dtype=torch.bool, device=dev).tril(past)
-        hidden = []
+        hidden = [h]  # as `output_hidden_states`: the embeddings, then each layer's output
         for i, layer in enumerate(lm.layers):
             att = layer.self_attn
             x = _rms_norm(h, layer.input_layernorm)
@@ -491,10 +504,7 @@ class TargetAdapter:
                              mlp.down_proj.weight)
             hidden.append(h)
         self._check_cache(past + n)
-        feats = torch.cat([hidden[li][0] for li in self.feature_layers], dim=-1)
-        last = _rms_norm(h, lm.norm)[0]
-        logits = self.lm_head(last[-1:] if last_logits_only else last).float()
-        return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
+        return self._step_out(self._features(hidden)[0], _rms_norm(h, lm.norm)[0], last_logits_only)
 
     def rollback(self, length: int) -> None:
         """Drop cached positions beyond `length` (rejected draft / regenerated suffix)."""

@@ -150,34 +150,20 @@ def collate(model: Any, items: Sequence[TrainItem], rng: np.random.Generator | N
 
     `labels` are -100 on the prompt and the padding, so only response tokens are learnt.
     """
-    tok = model.target.tokenizer
-    seqs, labels, pix, grids = [], [], [], []
+    prompts, labels = [], []
     for it in items:
         images = augment(it.images, rng) if rng is not None else it.images
         prompt = model.encode(it.instruction, [images] if images else [])
         ids = torch.cat([prompt.input_ids.view(-1), torch.tensor(it.response, dtype=torch.long)])
         lab = ids.clone()
         lab[:prompt.input_ids.numel()] = -100
-        seqs.append(ids)
+        prompts.append(dataclasses.replace(prompt, input_ids=ids))
         labels.append(lab)
-        if prompt.pixel_values is not None:
-            pix.append(prompt.pixel_values)
-            grids.append(prompt.image_grid_thw)
-    n = max(s.numel() for s in seqs)
-    pad = tok.pad_token_id
-    input_ids = torch.full((len(seqs), n), pad, dtype=torch.long)
-    label_t = torch.full((len(seqs), n), -100, dtype=torch.long)
-    attn = torch.zeros((len(seqs), n), dtype=torch.long)
-    for i, (s, lab) in enumerate(zip(seqs, labels)):
-        input_ids[i, :s.numel()] = s
-        label_t[i, :s.numel()] = lab
-        attn[i, :s.numel()] = 1
-    batch = {"input_ids": input_ids, "attention_mask": attn, "labels": label_t}
-    if pix:
-        cfg = model.target.model.config
-        batch["pixel_values"] = torch.cat(pix).to(model.target.dtype)
-        batch["image_grid_thw"] = torch.cat(grids)
-        batch["mm_token_type_ids"] = (input_ids == cfg.image_token_id).int()
+    batch = model.target.padded_batch(prompts)
+    label_t = torch.full_like(batch["input_ids"], -100)
+    for i, lab in enumerate(labels):
+        label_t[i, :lab.numel()] = lab
+    batch["labels"] = label_t
     return batch
 
 
