@@ -89,15 +89,57 @@ def test_mixed_integer_and_float_lists_become_floats_and_use_sim_time_overrides(
 
 
 @pytest.mark.parametrize("robot", ["aloha_real", "franka_real", "drive_real"])
-def test_real_robot_configs_run_without_simulator_on_wall_time(robot):
+def test_real_robot_configs_run_the_whole_stack_without_simulator_on_wall_time(robot):
     cfg = load_robot_config(robot)
     assert cfg.nodes and not any(s.executable.endswith("_sim") for s in cfg.nodes)
     assert all(s.parameters["use_sim_time"] is False for s in cfg.nodes)
     sim_cfg = load_robot_config(robot.removesuffix("_real"))
+    # every node of the simulated stack but the simulator (franka_real and drive_real once started the bridge
+    # alone), with the simulated stack's parameters
+    assert [s.name for s in cfg.nodes] == [s.name for s in sim_cfg.nodes if not s.executable.endswith("_sim")]
     sim_nodes = {s.name: s for s in sim_cfg.nodes}
-    for spec in cfg.nodes:  # everything else as in the simulated stack
+    for spec in cfg.nodes:
         same = {k: v for k, v in sim_nodes[spec.name].parameters.items() if k not in ("use_sim_time", "joint_qos")}
-        assert {k: v for k, v in spec.parameters.items() if k in same} == same
+        assert {k: v for k, v in spec.parameters.items() if k != "joint_qos"} == {**same, "use_sim_time": False}
+        sim = sim_nodes[spec.name]
+        assert (spec.executable, spec.remappings, spec.own_process, spec.nice) == (
+            sim.executable, sim.remappings, sim.own_process, sim.nice)
+
+
+def test_a_config_extends_another_and_says_only_what_differs(tmp_path):
+    (tmp_path / "base.yaml").write_text(
+        "common: {use_sim_time: true, x: 1}\nnodes:\n"
+        "  sim: {executable: aloha_sim}\n"
+        "  s: {executable: stitcher, nice: 5, parameters: {dt: 0.1, horizon: 3}, remappings: {a: b}}\n"
+        "  c: {executable: chunker}\n")
+    (tmp_path / "real.yaml").write_text(
+        "extends: base.yaml\ndrop_nodes: [sim]\ncommon: {use_sim_time: false}\nnodes:\n"
+        "  s: {parameters: {horizon: 5}, remappings: {c: d}}\n  v: {executable: viz}\n")
+    cfg = load_robot_config(tmp_path / "real.yaml")
+    assert [n.name for n in cfg.nodes] == ["s", "c", "v"]
+    s = cfg.nodes[0]
+    assert s.parameters == {"use_sim_time": False, "x": 1, "dt": 0.1, "horizon": 5}
+    assert s.remappings == {"a": "b", "c": "d"} and s.nice == 5 and s.executable == "stitcher"
+    (tmp_path / "realer.yaml").write_text("extends: real.yaml\nnodes: {c: {nice: 3}}\n")  # a chain
+    assert [(n.name, n.nice) for n in load_robot_config(tmp_path / "realer.yaml").nodes] == [
+        ("s", 5), ("c", 3), ("v", 0)]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("extends: loop.yaml\n", r"extends itself"),
+    ("extends: base.yaml\ndrop_nodes: [nope]\n", r"drop_nodes: 'nope' is not a node of"),
+    ("extends: base.yaml\ndrop_nodes: [s]\nnodes: {s: {nice: 1}}\n", r"nodes.s: dropped by drop_nodes"),
+    ("drop_nodes: [s]\nnodes: {}\n", r"drop_nodes: only a config that extends another"),
+    ("extends: [base]\n", r"extends: expected a robot name or a path"),
+    ("extends: nosuchbot\n", r"robot: no config"),
+    ("extends: base.yaml\ndrop_nodes: s\n", r"drop_nodes: expected a list of node names"),
+])
+def test_a_bad_extension_is_refused_with_the_reason(tmp_path, text, match):
+    (tmp_path / "base.yaml").write_text("nodes: {s: {executable: stitcher}}\n")
+    path = tmp_path / "loop.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_robot_config(path)
 
 
 def test_params_command_writes_standard_ros_parameter_files(tmp_path):

@@ -14,6 +14,16 @@ imports. Format:
         limits_from:        # optional (the stitcher): limit parameters derived from a bridge node's
           bridge: <node>    # limits (URDF + its parameters) by `trajectory.limits.LimitRule`;
           velocity_scale: 0.9   # the other keys are the rule's fields (defaults otherwise)
+
+A config may extend another and say only what differs (the real robots' configs extend the simulated
+ones, so the two cannot drift apart):
+
+    extends: aloha          # a robot name, or a path relative to this file
+    drop_nodes: [aloha_sim] # base nodes this stack does not run
+    common: {use_sim_time: false}   # merged over the base's common
+    nodes:                  # a base node: its parameters and remappings merged key by key, other keys
+      ingest:               # replaced; a new node: appended
+        parameters: {joint_qos: reliable}
 """
 from __future__ import annotations
 
@@ -97,27 +107,68 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
 
 
+_NODE_KEYS = {"executable", "parameters", "remappings", "limits_from", "own_process", "nice"}
+
+
+def _document(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """The file's `common` and `nodes`, with what it extends merged underneath (module docstring)."""
+    if path in chain:
+        raise ConfigError(f"{path}: extends itself ({' -> '.join(str(p) for p in chain + (path,))})")
+    data = _mapping(_read_yaml(path) or {}, str(path))
+    unknown = sorted(set(data) - {"common", "nodes", "extends", "drop_nodes"})
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown top-level key in {path} (expected common, nodes, extends, "
+                          "drop_nodes)")
+    common = _mapping(data.get("common"), f"{path}: common")
+    nodes = _mapping(data.get("nodes"), f"{path}: nodes")
+    base_name = data.get("extends")
+    drop = data.get("drop_nodes", [])
+    if base_name is None:
+        if drop:
+            raise ConfigError(f"drop_nodes: only a config that extends another drops nodes ({path})")
+        return {"common": common, "nodes": nodes}
+    if not isinstance(base_name, str) or not base_name:
+        raise ConfigError(f"extends: expected a robot name or a path, got {base_name!r} in {path}")
+    relative = path.parent / base_name
+    base_path = relative if base_name.endswith((".yaml", ".yml")) and relative.is_file() \
+        else resolve_config_path(base_name)
+    base = _document(base_path, chain + (path,))
+    if not isinstance(drop, list) or not all(isinstance(n, str) for n in drop):
+        raise ConfigError(f"drop_nodes: expected a list of node names, got {drop!r} in {path}")
+    missing = sorted(set(drop) - set(base["nodes"]))
+    if missing:
+        raise ConfigError(f"drop_nodes: {missing[0]!r} is not a node of {base_path}")
+    merged = {name: body for name, body in base["nodes"].items() if name not in drop}
+    for name, body in nodes.items():
+        body = _mapping(body, f"{path}: nodes.{name}")
+        if name in drop:
+            raise ConfigError(f"nodes.{name}: dropped by drop_nodes and configured in {path}")
+        old = _mapping(merged.get(name), f"nodes.{name}")
+        new = {**old, **body}
+        for key in ("parameters", "remappings"):  # merged key by key
+            if key in old or key in body:
+                new[key] = {**_mapping(old.get(key), f"nodes.{name}.{key}"),
+                            **_mapping(body.get(key), f"nodes.{name}.{key} in {path}")}
+        merged[name] = new
+    return {"common": {**base["common"], **common}, "nodes": merged}
+
+
 def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | None = None) -> RobotConfig:
     """Load and check a robot config by name (`aloha`) or by path.
 
     Every node must name a known executable; parameters are passed through
     (each node validates its own and refuses names it does not declare), with
-    `common` merged underneath. `use_sim_time` overrides the file's value for
-    every node.
+    `common` merged underneath, and what the file extends under that.
+    `use_sim_time` overrides the file's value for every node.
     """
     path = resolve_config_path(robot_or_path)
-    data = _read_yaml(path) or {}
-    data = _mapping(data, str(path))
-    unknown = sorted(set(data) - {"common", "nodes"})
-    if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown top-level key in {path} (expected common, nodes)")
-    common = _mapping(data.get("common"), f"{path}: common")
+    data = _document(path)
+    common = data["common"]
     specs = []
     derived = []
-    for name, body in _mapping(data.get("nodes"), f"{path}: nodes").items():
+    for name, body in data["nodes"].items():
         body = _mapping(body, f"{path}: nodes.{name}")
-        extra = sorted(set(body) - {"executable", "parameters", "remappings", "limits_from", "own_process",
-                                     "nice"})
+        extra = sorted(set(body) - _NODE_KEYS)
         if extra:
             raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
         params = {**common, **_mapping(body.get("parameters"), f"nodes.{name}.parameters")}
