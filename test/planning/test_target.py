@@ -94,9 +94,10 @@ def test_teacher_forced_refuses_what_it_cannot_pad(vl_target):
 
 @pytest.mark.parametrize(("which", "streaming"), [("text_target", False), ("vl_target", False), ("vl_target", True)])
 def test_direct_decode_steps_equal_the_models_own_forward(request, which, streaming):
-    """`forward` runs the text layers directly; the model's forward (`direct_steps = False`) gives the same
-    bits for one token and for blocks, after a rollback, after a streaming prefill, and leaves the same cache
-    (the steps after it agree too)."""
+    """The prefill and `forward` run the text layers directly; the model's forward (`direct_steps = False`)
+    gives the same bits for the prompt (images and deepstack features included), for one token and for
+    blocks, after a rollback, after a streaming prefill, and leaves the same cache (the steps after it agree
+    too)."""
     tg = request.getfixturevalue(which)
     assert tg.direct_steps
     if streaming:
@@ -107,9 +108,9 @@ def test_direct_decode_steps_equal_the_models_own_forward(request, which, stream
     for direct in (False, True):
         tg.direct_steps = direct
         tg.clear_frames()
-        tg.prefill(prompt)
+        run = [tg.prefill(prompt)]
         n = tg.length
-        run = [tg.forward([11]), tg.forward([12, 13, 14, 15, 16]), tg.forward([17], last_logits_only=True)]
+        run += [tg.forward([11]), tg.forward([12, 13, 14, 15, 16]), tg.forward([17], last_logits_only=True)]
         tg.rollback(n + 2)
         run += [tg.forward([20, 21, 22]), tg.forward([23])]
         outs[direct] = run
@@ -118,6 +119,11 @@ def test_direct_decode_steps_equal_the_models_own_forward(request, which, stream
         for name in ("logits", "features", "last_hidden"):
             a, b = getattr(ref, name), getattr(got, name)
             assert a.shape == b.shape and torch.equal(a, b), name
+    tg.clear_frames()
+    last_only = tg.prefill(prompt, last_logits_only=True)  # what a decoder asks for: the first token's logits
+    # one row through the LM head is blocked differently from many: equal to rounding
+    torch.testing.assert_close(last_only.logits, outs[True][0].logits[-1:], rtol=1e-6, atol=1e-6)
+    assert torch.equal(last_only.features, outs[True][0].features)
     if tg.is_vl:
         with pytest.raises(PlanningError, match="image placeholders after the prompt"):
             tg.forward([tg.model.config.image_token_id])
@@ -199,6 +205,7 @@ def test_a_model_forward_that_ignores_the_cache_is_refused_by_name(text_target, 
         return forward(*args, **kwargs)  # the model runs, our cache stays empty
 
     monkeypatch.setattr(text_target.base, "forward", ignoring_the_cache)
+    monkeypatch.setattr(text_target, "direct_steps", False)  # the model's forward runs the prompt
     ids = torch.tensor(text_target.tokenizer.encode("pick up the cup", add_special_tokens=False))
     with pytest.raises(PlanningError, match="did not fill the KV cache.*transformers>=5.24"):
         text_target.prefill(Prompt(ids))

@@ -552,7 +552,7 @@ class _Run:
         if self.prefix:  # supplied output runs inside the prefill
             prompt = dataclasses.replace(prompt, input_ids=torch.cat(
                 [prompt.input_ids.view(-1), torch.tensor(self.prefix[:-1], dtype=torch.long)]))
-        step = self.target.prefill(prompt)
+        step = self.target.prefill(prompt, last_logits_only=True)  # the first output token's
         st.vision_ms = step.vision_ms
         if self.drafter is not None and self.mode != "ar":
             self.drafter.reset()

@@ -14,12 +14,14 @@ deal with token ids:
 * cache rollback crops the dynamic cache to a committed length;
 * every forward returns the logits, the concatenated hidden states of the
   drafter's feature layers and the last hidden state (plan features);
-* the steps after the prefill (`forward`) run the model's own text layers
-  and weights directly (`_direct_forward`) instead of through the model's
-  `forward`: a decode step is a few tokens through a few small layers, and
-  transformers' per-call machinery (masks, output capture, kwargs plumbing)
-  was half of it. Same operations in the same order: tests compare every
-  output with the model's forward, to the bit on CPU float32.
+* the prefill's text part and the steps after it (`forward`) run the model's
+  own text layers and weights directly (`_direct_prompt`, `_direct_forward`)
+  instead of through the model's `forward`: a decode step is a few tokens
+  through a few small layers, and transformers' per-call machinery (masks,
+  output capture, kwargs plumbing) was half of it. Same operations in the
+  same order (image embeddings and deepstack features as the model adds
+  them): tests compare every output with the model's forward, to the bit on
+  CPU float32. The vision tower and `get_rope_index` stay the model's.
 
 Nothing here imports ROS. Loading sets HF_HUB_OFFLINE=1 and only reads local
 directories.
@@ -266,15 +268,18 @@ class TargetAdapter:
         return StepOut(logits=logits.cpu(), features=feats.cpu(), last_hidden=last.cpu())
 
     @torch.no_grad()
-    def prefill(self, prompt: Prompt) -> StepOut:
-        """Reset the cache and run the prompt; `vision_ms` is the image encoder's share."""
+    def prefill(self, prompt: Prompt, last_logits_only: bool = False) -> StepOut:
+        """Reset the cache and run the prompt; `vision_ms` is the image encoder's share.
+
+        `last_logits_only`: logits of the last position alone (a decoder needs only the first output token's;
+        the LM head over the whole prompt costs as much as a layer)."""
         from transformers import DynamicCache
 
         ids = prompt.input_ids.view(-1)
         if ids.numel() == 0:
             raise PlanningError("empty prompt")
         if prompt.frames:
-            return self._prefill_frames(prompt)
+            return self._prefill_frames(prompt, last_logits_only)
         self._frames = {}
         self.last_prefill = PrefillCounts(ids.numel(), ids.numel(), 0, 0)
         self.cache = DynamicCache()
@@ -300,7 +305,11 @@ class TargetAdapter:
             position_ids = torch.cat([torch.arange(t_len).view(1, 1, -1), pos3], 0)
         else:
             position_ids = self._positions(0, t_len)
-        step = self._run(ids, position_ids, **extra)
+        if self.direct_steps and self._text_stack is not None:
+            step = self._step_out(*self._direct_prompt(ids, position_ids, extra.get("mm_encoder_outputs", {}).get(
+                "image")), last_logits_only)
+        else:
+            step = self._run(ids, position_ids, last_logits_only, **extra)
         step.vision_ms = vision_ms
         self.prompt_length = t_len
         return step
@@ -359,7 +368,7 @@ class TargetAdapter:
         return [TeacherForced(feats[i, :n], last[i, :n]) for i, n in enumerate(lengths)]
 
     # -- streaming (FlashDrive) --------------------------------------------------------
-    def _prefill_frames(self, prompt: Prompt) -> StepOut:
+    def _prefill_frames(self, prompt: Prompt, last_logits_only: bool = False) -> StepOut:
         """Prefill a streaming prompt, running only what is not cached from the previous prefill.
 
         Structure: each frame's tokens attend only to themselves (causally), the
@@ -429,11 +438,15 @@ class TargetAdapter:
             vision_ms = (time.perf_counter() - t0) * 1e3
             extra = {"mm_encoder_outputs": {"image": vis}, "image_grid_thw": grid.to(dev)}
         position_ids = torch.cat([torch.arange(first, ids.numel()).view(1, 1, -1), pos3[:, :, first:]], 0)
-        out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
-                        cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
-        self._check_cache(ids.numel())
-        feats = self._features(out.hidden_states)[0]  # [n, 5H]
-        last = out.last_hidden_state[0]  # [n, H]
+        if self.direct_steps and self._text_stack is not None:
+            feats, last = self._direct_prompt(ids[first:], position_ids, extra.get("mm_encoder_outputs", {}).get(
+                "image"), mask[0, 0])
+        else:
+            out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
+                            cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
+            self._check_cache(ids.numel())
+            feats = self._features(out.hidden_states)[0]  # [n, 5H]
+            last = out.last_hidden_state[0]  # [n, H]
         keep = {f.key: kv for f, kv in zip(frames, cached)}
         # Qwen3 caches only full-attention layers (keys/values tensors); transformers types the
         # layer list as a union with linear-attention layers that have neither
@@ -445,7 +458,8 @@ class TargetAdapter:
         self._frames = keep if self.reuse_frames else {}
         self.prompt_length = ids.numel()
         self.last_prefill = PrefillCounts(ids.numel(), n, len(frames), len(run))
-        return StepOut(logits=self.lm_head(last[start - first:]).float().cpu(),
+        text = last[-1:] if last_logits_only else last[start - first:]
+        return StepOut(logits=self.lm_head(text).float().cpu(),
                        features=torch.cat([kv.features for kv in cached] + [feats]).cpu(),
                        last_hidden=torch.cat([kv.last_hidden for kv in cached] + [last]).cpu(), vision_ms=vision_ms)
 
@@ -478,14 +492,42 @@ class TargetAdapter:
 
         After the prompt every position sees the whole cache and its block causally, no image token
         comes (the decoders' grammar has none), so no deepstack feature is added: a plain causal block."""
-        lm, dev, n, past = self._text_stack, self.device, ids.numel(), self.length
-        assert lm is not None and self.cache is not None  # `forward` checked both
         if self.is_vl and bool((ids == self.model.config.image_token_id).any()):
             raise PlanningError("image placeholders after the prompt: images go into the prefill")
+        n, past = ids.numel(), self.length
+        mask = None if n == 1 else torch.ones(n, past + n, dtype=torch.bool, device=self.device).tril(past)
+        h = self.embed_tokens(ids.view(1, -1).to(self.device))
+        feats, last = self._direct_stack(h, position_ids, mask)
+        return self._step_out(feats, last, last_logits_only)
+
+    def _direct_prompt(self, ids: torch.Tensor, position_ids: torch.Tensor, images: Any,
+                       mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """`_direct_stack` for prompt tokens: the image embeddings (`images`, the vision tower's output for
+        the placeholders among `ids`) replace their placeholders' and the deepstack features are added
+        after the first layers, as the model's forward does. `mask` None: causal."""
+        dev = self.device
         h = self.embed_tokens(ids.view(1, -1).to(dev))
+        deepstack = None
+        if images is not None:
+            embeds = torch.cat(tuple(images.pooler_output)).to(dev, h.dtype)
+            where = (ids == self.model.config.image_token_id).view(1, -1).to(dev)
+            if int(where.sum()) != embeds.shape[0]:
+                raise PlanningError(f"{int(where.sum())} image placeholders for {embeds.shape[0]} image embeddings")
+            h = h.masked_scatter(where[..., None], embeds)
+            deepstack = (where, [torch.cat(tuple(f)) for f in images.deepstack_features])
+        return self._direct_stack(h, position_ids, mask, deepstack)
+
+    def _direct_stack(self, h: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor | None,
+                      deepstack: tuple[torch.Tensor, list[torch.Tensor]] | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Drafter features [n, 5H] and final (normed) hidden states [n, H] of embeddings h [1, n, H] appended
+        to the cache. `mask` [n, cached + n] (bool, True = may attend, or an additive float bias); None: causal
+        over the block, which with an empty cache is the prompt (one position: everything). `deepstack`:
+        (positions [1, n] of the image tokens, features added to them after layer 0, 1, ...)."""
+        lm, dev, n, past = self._text_stack, self.device, h.shape[1], self.length
+        assert lm is not None and self.cache is not None  # callers checked both
         cos, sin = lm.rotary_emb(h, (position_ids[1:] if self.is_vl else position_ids).to(dev))
         cos, sin = cos[:, None], sin[:, None]  # [1, 1, n, head_dim]: broadcast over heads
-        mask = None if n == 1 else torch.ones(n, past + n, dtype=torch.bool, device=dev).tril(past)
         hidden = [h]  # as `output_hidden_states`: the embeddings, then each layer's output
         for i, layer in enumerate(lm.layers):
             att = layer.self_attn
@@ -495,16 +537,20 @@ class TargetAdapter:
             v = F.linear(x, att.v_proj.weight).view(1, n, -1, att.head_dim).transpose(1, 2)
             q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
             k, v = self.cache.update(k, v, i)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=att.scaling,
-                                               enable_gqa=q.shape[1] != k.shape[1])
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
+                                               scale=att.scaling, enable_gqa=q.shape[1] != k.shape[1])
             h = h + F.linear(o.transpose(1, 2).reshape(1, n, -1), att.o_proj.weight)
             x = _rms_norm(h, layer.post_attention_layernorm)
             mlp = layer.mlp
             h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
                              mlp.down_proj.weight)
-            hidden.append(h)
+            hidden.append(h)  # the layer's output, before any deepstack feature (what transformers records)
+            if deepstack is not None and i < len(deepstack[1]):
+                where, feature = deepstack
+                h = h.clone()
+                h[where, :] = h[where, :] + feature[i].to(dev, h.dtype)
         self._check_cache(past + n)
-        return self._step_out(self._features(hidden)[0], _rms_norm(h, lm.norm)[0], last_logits_only)
+        return self._features(hidden)[0], _rms_norm(h, lm.norm)[0]
 
     def rollback(self, length: int) -> None:
         """Drop cached positions beyond `length` (rejected draft / regenerated suffix)."""
