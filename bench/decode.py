@@ -28,6 +28,9 @@ Columns
 The drafter is untrained (5 layers, width 256 unless changed): VFlash
 primitives are accepted by the schema gate regardless, while DFlash accepts
 few text proposals from an untrained drafter; τ is reported as measured.
+DFlash runs AR steps where its speculative steps cost more per token than AR's
+(`decoding.SpeculationSchedule`, learnt over the runs of one target);
+`--speculation-probe-every 0` speculates everywhere, as the paper.
 
     python bench/decode.py [--sizes 9m,40m] [--reps 5] [--threads 1] [--json out.json]
     python bench/decode.py --sizes 9m --target-steps direct,model   (the direct steps against the model's)
@@ -102,7 +105,9 @@ def run(args: argparse.Namespace) -> list[dict]:
         target.model.to(args.device)
         drafter.to(args.device, dtype)
         n_params = num_params(target.model)
-        dec = Decoder(target, drafter, DecoderConfig(budget=4096))
+        schedule = {} if args.speculation_probe_every is None else {
+            "speculation_probe_every": args.speculation_probe_every}
+        dec = Decoder(target, drafter, DecoderConfig(budget=4096, **schedule))
         prompt = target.encode_prompt(args.prompt, [image])
         print(f"# target {size}: {n_params / 1e6:.1f}M params, drafter {num_params(drafter) / 1e6:.1f}M, "
               f"prompt {prompt.input_ids.numel()} tokens", file=sys.stderr)
@@ -180,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-height", type=int, default=96)
     p.add_argument("--prompt", default="plan the next motion of the gripper")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speculation-probe-every", type=int, default=None,
+                   help="DFlash: AR steps between speculative probes where speculation does not pay (default: the "
+                        "decoder's; 0: always speculate, as the paper)")
     p.add_argument("--target-steps", default="direct",
                    help="comma-separated: direct (the text layers run directly), model (the model's forward)")
     add_json_option(p)

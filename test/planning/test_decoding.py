@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from plan_stack.config import ConfigError
 from plan_stack.planning import layouts as L
 from plan_stack.planning import vocab as V
-from plan_stack.planning.decoding import Decoder, DecoderConfig
+from plan_stack.planning.decoding import Decoder, DecoderConfig, SpeculationSchedule
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.grammar import check_block
 from plan_stack.planning.target import Prompt
@@ -98,7 +98,8 @@ class RiggedDrafter:
 @pytest.mark.parametrize("which,n,seed", [("text_target", 4, 0), ("vl_target", 3, 100)])
 def test_greedy_dflash_and_vflash_text_are_token_identical_to_ar(request, small_drafter, which, n, seed):
     tg = request.getfixturevalue(which)
-    dec = Decoder(tg, small_drafter(tg, seed=seed), DecoderConfig(budget=32))
+    # always speculating (the paper's DFlash): every step a drafter and a target pass
+    dec = Decoder(tg, small_drafter(tg, seed=seed), DecoderConfig(budget=32, speculation_probe_every=0))
     starts = tg.vocab.start_ids
     for prompt in _random_prompts(tg, n, seed):
         ar = dec.generate(prompt, decoder="ar")
@@ -140,7 +141,8 @@ def test_partial_acceptance_keeps_identity(text_target):
 
 
 def test_identical_drafter_accepts_everything(text_target):
-    dec = Decoder(text_target, TargetAsDrafter(text_target), DecoderConfig(budget=49))
+    # the oracle drafts with target steps: slower than AR, so only the paper's schedule speculates everywhere
+    dec = Decoder(text_target, TargetAsDrafter(text_target), DecoderConfig(budget=49, speculation_probe_every=0))
     checked = 0
     for prompt in _random_prompts(text_target, 5, 7):
         ar = dec.generate(prompt, decoder="ar")
@@ -153,6 +155,49 @@ def test_identical_drafter_accepts_everything(text_target):
         assert df.stats.tau == pytest.approx(len(df.tokens) / df.stats.target_forwards)
         checked += 1
     assert checked >= 2
+
+
+def test_speculation_schedule_speculates_where_it_pays_and_probes_where_it_does_not():
+    sch = SpeculationSchedule(probe_every=2)
+    assert sch.speculate("text")  # nothing measured: speculate
+    sch.record_speculative("text", 1, 3.0)
+    assert not sch.speculate("text")  # measured only speculatively: one AR step to compare
+    sch.record_ar(1.0)
+    assert not sch.pays("text")  # 3 ms per token against 1
+    decisions = [sch.speculate("text") for _ in range(14)]
+    assert decisions == [False, True, False, False, False, True] + [False] * 7 + [True]  # after 2, 4, 8 AR steps
+    sch.record_speculative("robot_2d3d", 12, 4.0)  # another path, measured on its own
+    assert sch.pays("robot_2d3d") and sch.speculate("robot_2d3d")
+    for _ in range(10):  # the text drafter got good: the average follows and speculation resumes
+        sch.record_speculative("text", 10, 3.5)
+    assert sch.pays("text") and all(sch.speculate("text") for _ in range(5))
+    sch.record_speculative("text", 10, 1000.0)  # one stall counts as 4 x the average: still pays
+    assert sch.pays("text")
+    always = SpeculationSchedule(probe_every=0)
+    always.record_speculative("text", 1, 100.0)
+    always.record_ar(1.0)
+    assert not always.pays("text") and always.speculate("text")
+
+
+def test_dflash_runs_ar_steps_where_its_drafter_does_not_pay_and_keeps_ars_tokens(text_target, small_drafter):
+    """An untrained drafter has nearly every proposal rejected: a speculative step then costs a drafter pass and
+    a block verification for about one token, more than an AR step. The schedule measures that and runs AR
+    steps instead (probing now and then); the tokens stay AR's, and the paper's schedule (0) never skips."""
+    prompts = _random_prompts(text_target, 3, 5)
+    adaptive = Decoder(text_target, small_drafter(text_target, seed=5), DecoderConfig(budget=40))
+    always = Decoder(text_target, small_drafter(text_target, seed=5),
+                     DecoderConfig(budget=40, speculation_probe_every=0))
+    skipped = drafts = drafts_always = 0
+    for prompt in prompts:
+        ar = adaptive.generate(prompt, decoder="ar")
+        df = adaptive.generate(prompt, decoder="dflash")
+        ref = always.generate(prompt, decoder="dflash")
+        assert df.tokens == ar.tokens == ref.tokens
+        assert ref.stats.spec_skipped == 0
+        assert df.stats.target_forwards == df.stats.drafter_forwards + df.stats.spec_skipped + 1  # + the prefill
+        skipped, drafts = skipped + df.stats.spec_skipped, drafts + df.stats.drafter_forwards
+        drafts_always += ref.stats.drafter_forwards
+    assert skipped > 0 and drafts < drafts_always / 2
 
 
 def test_vflash_primitive_one_drafter_and_one_target_pass(vl_target, small_drafter):

@@ -44,6 +44,7 @@ class Prediction:
     gate_fallback: int = 0
     gate_implausible: int = 0
     gate_check_ms: float = 0.0
+    spec_skipped: int = 0  # DFlash steps run as AR steps where speculation did not pay (decoding.SpeculationSchedule)
     tokens: tuple[int, ...] = ()
     primitive_ms_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -62,7 +63,8 @@ def prediction_from_result(result: Any, spec: RobotSpec) -> Prediction:
                       decode_ms=st.decode_ms, primitive_ms=st.decode_primitive_ms, prefill_ms=st.prefill_ms,
                       gate_accepted=st.gate_accepted, gate_fallback=st.gate_fallback,
                       gate_implausible=st.gate_implausible, gate_check_ms=st.gate_check_ms,
-                      tokens=tuple(result.tokens), primitive_ms_by_kind=dict(st.primitive_ms_by_kind))
+                      spec_skipped=st.spec_skipped, tokens=tuple(result.tokens),
+                      primitive_ms_by_kind=dict(st.primitive_ms_by_kind))
 
 
 def blind_baseline(keyframes: Iterable[Keyframe]) -> dict:
@@ -119,6 +121,7 @@ class Scorer:
         self.ms: dict[str, list[float]] = collections.defaultdict(list)
         self.primitive_ms_by_kind: dict[str, list[float]] = collections.defaultdict(list)
         self.gate: collections.Counter[str] = collections.Counter()
+        self.spec_skipped = 0
 
     def add(self, kf: Keyframe, pred: Prediction) -> None:
         self.n += 1
@@ -147,6 +150,7 @@ class Scorer:
         for kind, value in pred.primitive_ms_by_kind.items():
             self.primitive_ms_by_kind[kind].append(value)
         self.gate.update(accepted=pred.gate_accepted, fallback=pred.gate_fallback, implausible=pred.gate_implausible)
+        self.spec_skipped += pred.spec_skipped
 
     @property
     def score(self) -> float:
@@ -176,6 +180,7 @@ class Scorer:
             "gate_fallbacks": self.gate["fallback"], "gate_implausible": self.gate["implausible"],
             "gate_check_ms": mean(self.ms["gate_check_ms"]) if gate_n else None,
             "outliers": self.outliers,
+            "spec_steps_skipped": self.spec_skipped,
         }
 
 

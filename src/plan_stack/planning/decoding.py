@@ -11,7 +11,11 @@ the target cache (same length, features of the same positions).
   by one target pass; keep the longest prefix equal to the target's (masked)
   greedy tokens plus the target's own next token. Inside primitives drafts
   and verification use the same grammar masks, so greedy output is
-  token-identical to `ar`.
+  token-identical to `ar`. Where its proposals are rejected so often that a
+  speculative step costs more per committed token than AR steps (measured
+  while decoding, per path: text and each primitive kind), that path runs AR
+  steps and speculates again now and then (`SpeculationSchedule`); the
+  tokens are the same either way.
 * `vflash`: DFlash for text; when the anchor is a primitive start token with
   a valid declared block size B, one drafter pass fills all B-1 positions
   under the masks (`select_block`), the gate A_s checks the schema (boxes:
@@ -76,6 +80,10 @@ class DecoderConfig:
     gate_max_step_m: float = param(
         "plausibility gate: max distance between consecutive 3D waypoints of a drafted primitive (m); 0 disables",
         0.0, min=0.0)
+    speculation_probe_every: int = param(
+        "DFlash steps of a path (text, a primitive kind) whose speculative steps cost more per committed token than "
+        "AR steps run as AR steps, speculating again after this many (doubling while it still does not pay); "
+        "0: always speculate, as the DFlash paper", 8, min=0)
     gate_max_step_change_m: float = param(
         "plausibility gate: max change between consecutive steps (|second difference|) of a drafted primitive's "
         "3D waypoints (m); 0 disables", 0.0, min=0.0)
@@ -107,6 +115,7 @@ class DecodeStats:
     blocks_rejected: int = 0  # declared block size invalid, missing or over budget
     tokens_supplied: int = 0  # response_prefix tokens (not decoded; excluded from tau)
     positions_regenerated: int = 0
+    spec_skipped: int = 0  # DFlash steps run as AR steps: speculation did not pay on their path (SpeculationSchedule)
     #: decode_primitive_ms by primitive kind (start token's kind, e.g. box / robot_2d3d_dual): a short block
     #: costs VFlash a whole draft and target pass but AR only a few steps, so the kinds' speed-ups differ
     primitive_ms_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -242,6 +251,74 @@ class Tracker:
         return ""
 
 
+class SpeculationSchedule:
+    """Where DFlash speculation pays, learned while decoding and kept across plans by its `Decoder`.
+
+    A speculative step costs a drafter pass and a block verification; it saves time only where enough of the
+    drafter's proposals are accepted that its milliseconds per committed token beat an AR step's. On a CPU a
+    16-token verification costs about 1.5 single steps and the drafter pass another, so a path whose
+    proposals are almost all rejected (a drafter that never learnt the Franka trajectories: 1.04 tokens per
+    step) decodes slower than AR. Per path (text, each primitive kind) this keeps moving averages of the
+    committed tokens and the milliseconds of its speculative steps, and one of an AR step's milliseconds;
+    a path whose speculative tokens cost more runs AR steps, and speculates again after `probe_every` of
+    them (the interval doubling, up to 32 x, while it still does not pay), so that a drafter that becomes
+    useful on another scene is noticed. The committed tokens are the target's greedy ones either way.
+    """
+
+    def __init__(self, probe_every: int, smoothing: float = 0.3):
+        self.probe_every = probe_every  # 0: always speculate
+        self.smoothing = smoothing
+        self.spec_tokens: dict[str, float] = {}  # path -> moving average of tokens committed per speculative step
+        self.spec_ms: dict[str, float] = {}  # path -> moving average of a speculative step's milliseconds
+        self.ar_ms: float | None = None  # moving average of an AR step's milliseconds
+        self._interval: dict[str, int] = {}
+        self._waited: dict[str, int] = {}
+
+    def pays(self, path: str) -> bool:
+        """Whether a speculative step of `path` is expected to commit tokens faster than AR steps (True while
+        either side is unmeasured)."""
+        if path not in self.spec_ms or self.ar_ms is None:
+            return True
+        return self.spec_ms[path] / max(self.spec_tokens[path], 1e-9) <= self.ar_ms
+
+    def speculate(self, path: str) -> bool:
+        """Whether the next step of `path` speculates. A path measured only speculatively gets one AR step
+        (the comparison needs both); one that does not pay speculates once per interval."""
+        if self.probe_every == 0 or path not in self.spec_ms:
+            return True
+        if self.ar_ms is None:
+            return False
+        if self.pays(path):
+            self._interval.pop(path, None)
+            self._waited[path] = 0
+            return True
+        waited = self._waited.get(path, 0) + 1
+        interval = self._interval.setdefault(path, self.probe_every)
+        if waited < interval:
+            self._waited[path] = waited
+            return False
+        self._waited[path] = 0
+        self._interval[path] = min(2 * interval, 32 * self.probe_every)
+        return True
+
+    def record_speculative(self, path: str, tokens: int, ms: float) -> None:
+        self.spec_tokens[path] = self._average(self.spec_tokens.get(path), float(tokens))
+        self.spec_ms[path] = self._average(self.spec_ms.get(path), ms, clip=True)
+
+    def record_ar(self, ms: float) -> None:
+        self.ar_ms = self._average(self.ar_ms, ms, clip=True)
+
+    def _average(self, old: float | None, new: float, clip: bool = False) -> float:
+        """Moving average; `clip`: a time counts at most 4 x the average, so one stall of the machine (a
+        collection, another process) does not switch a path for the next plans, while a lasting change still
+        moves it within a few steps."""
+        if old is None:
+            return new
+        if clip:
+            new = min(new, 4.0 * old)
+        return old + self.smoothing * (new - old)
+
+
 class Decoder:
     """One call for all decoders: `generate(prompt, images, budget, decoder)`."""
 
@@ -258,6 +335,7 @@ class Decoder:
         self.workspace = {s: {a: (float(v[0]), float(v[1])) for a, v in ax.items()}
                           for s, ax in (workspace or {}).items()}
         self._geometry_cache: dict[tuple[str, int], list] = {}  # `_geometry` per layout
+        self.schedule = SpeculationSchedule(self.config.speculation_probe_every)
 
     @property
     def text_block(self) -> int:
@@ -573,14 +651,26 @@ class _Run:
             tr = self.tracker
             path = "primitive" if tr.in_primitive else "text"
             kind = tr.start_kind
+            schedule, step_kind, n_before = self.dec.schedule, "", len(self.tokens)
+            lane = kind if tr.in_primitive else "text"  # the schedule's path: text or the primitive's kind
             if (self.mode == "vflash" and tr.grammar is not None and tr.grammar.layout is not None
                     and not self._attempted):
                 self.primitive_step()
             elif self.mode == "ar" or (self.mode == "vflash" and tr.in_primitive):
                 self.ar_step(path)
-            else:
+                step_kind = "ar"
+            elif schedule.speculate(lane):
                 self.spec_step(path)
+                step_kind = "spec"
+            else:
+                self.ar_step(path)
+                st.spec_skipped += 1
+                step_kind = "ar"
             dt = (time.perf_counter() - t) * 1e3
+            if step_kind == "spec":
+                schedule.record_speculative(lane, len(self.tokens) - n_before, dt)
+            elif step_kind == "ar":
+                schedule.record_ar(dt)
             if path == "primitive":
                 st.decode_primitive_ms += dt
                 st.primitive_ms_by_kind[kind] = st.primitive_ms_by_kind.get(kind, 0.0) + dt
