@@ -652,14 +652,14 @@ class _Run:
             path = "primitive" if tr.in_primitive else "text"
             kind = tr.start_kind
             schedule, step_kind, n_before = self.dec.schedule, "", len(self.tokens)
-            lane = kind if tr.in_primitive else "text"  # the schedule's path: text or the primitive's kind
+            spec_path = kind if tr.in_primitive else "text"  # the schedule's path: text or the primitive's kind
             if (self.mode == "vflash" and tr.grammar is not None and tr.grammar.layout is not None
                     and not self._attempted):
                 self.primitive_step()
             elif self.mode == "ar" or (self.mode == "vflash" and tr.in_primitive):
                 self.ar_step(path)
                 step_kind = "ar"
-            elif schedule.speculate(lane):
+            elif schedule.speculate(spec_path):
                 self.spec_step(path)
                 step_kind = "spec"
             else:
@@ -668,7 +668,7 @@ class _Run:
                 step_kind = "ar"
             dt = (time.perf_counter() - t) * 1e3
             if step_kind == "spec":
-                schedule.record_speculative(lane, len(self.tokens) - n_before, dt)
+                schedule.record_speculative(spec_path, len(self.tokens) - n_before, dt)
             elif step_kind == "ar":
                 schedule.record_ar(dt)
             if path == "primitive":

@@ -285,6 +285,7 @@ class TargetAdapter:
         self.cache = DynamicCache()
         t_len = ids.numel()
         extra: dict[str, Any] = {}
+        vis: Any = None  # the vision tower's output for the prompt's images
         vision_ms = 0.0
         if self.is_vl:
             image_pad = self.model.config.image_token_id
@@ -306,8 +307,7 @@ class TargetAdapter:
         else:
             position_ids = self._positions(0, t_len)
         if self.direct_steps and self._text_stack is not None:
-            step = self._step_out(*self._direct_prompt(ids, position_ids, extra.get("mm_encoder_outputs", {}).get(
-                "image")), last_logits_only)
+            step = self._step_out(*self._direct_prompt(ids, position_ids, vis), last_logits_only)
         else:
             step = self._run(ids, position_ids, last_logits_only, **extra)
         step.vision_ms = vision_ms
@@ -430,6 +430,7 @@ class TargetAdapter:
         mask = torch.zeros(1, 1, n, ids.numel(), dtype=self.dtype).masked_fill_(~allowed, torch.finfo(self.dtype).min)
         mask = mask.to(dev)
         extra: dict[str, Any] = {}
+        vis: Any = None
         vision_ms = 0.0
         if run:
             t0 = time.perf_counter()
@@ -439,8 +440,7 @@ class TargetAdapter:
             extra = {"mm_encoder_outputs": {"image": vis}, "image_grid_thw": grid.to(dev)}
         position_ids = torch.cat([torch.arange(first, ids.numel()).view(1, 1, -1), pos3[:, :, first:]], 0)
         if self.direct_steps and self._text_stack is not None:
-            feats, last = self._direct_prompt(ids[first:], position_ids, extra.get("mm_encoder_outputs", {}).get(
-                "image"), mask[0, 0])
+            feats, last = self._direct_prompt(ids[first:], position_ids, vis, mask[0, 0])
         else:
             out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
                             cache=self.cache, use_cache=True, output_hidden_states=True, attention_mask=mask, **extra)
