@@ -221,7 +221,8 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     out = tmp_path / "model"
     assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"),
                  "--out", str(out), "--init-from", "drive", "--target-steps", "2", "--drafter-steps", "2",
-                 "--stages", "target,drafter", "--extra-split", "onpolicy", "--ranks", "2"]) == 0
+                 "--stages", "target,drafter", "--extra-split", "onpolicy", "--ranks", "2",
+                 "--drafter-text-block", "20"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     before = json.loads((shipped / "manifest.json").read_text())
     assert manifest["coordinate_ranges"] == before["coordinate_ranges"]
@@ -237,6 +238,8 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     # trained (two AdamW steps) from the shipped weights, not from a fresh init
     assert max(moved) > 0 and max(moved) < 0.05, max(moved)
     assert tuned.drafter is not None
+    # trained on 20-position text blocks (the shipped drafter's 16 overridden), and says so
+    assert tuned.drafter.config.text_block == manifest["drafter_training"]["config"]["text_block"] == 20
 
 
 def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_path, monkeypatch):

@@ -136,6 +136,11 @@ class Recipe:
     drafter_batch: int = 8
     drafter_lr: float = 6e-4
     drafter_text_anchors: int = 4
+    #: text block the drafter is trained on (anchor + proposals), and its loss weights' decay over the block
+    #: (w_j = exp(-(j-1)/decay), DFlash's 7 for 16 positions); the manifest's `text_block` is chosen among
+    #: `TEXT_BLOCKS` and this one
+    drafter_text_block: int = 16
+    drafter_text_decay: float = 7.0
     head_steps: int = 800
     head_episodes: int = 60  # train episodes whose plan features the heads see (feature pass budget)
     head_batch: int = 64
@@ -174,8 +179,12 @@ RECIPES: dict[str, Recipe] = {
     # (validation VFlash 0.47 against AR 0.30 cm), the 1,800-step one as well (0.29)
     # vision: 8 px patches and the localisation loss on the cube's centre: with 16 px patches even a tower
     # trained on the centre alone stayed at the blind error at t=0 (13 px of 224), with 8 px it reached 1.4 px
+    # drafter text blocks of 24 positions: the response's text segments are 22-54 tokens, so 16-position blocks
+    # need 5 speculative passes per response and 24 need 3 (validation 6.10 -> 4.11 text target passes, held-out
+    # VFlash 1.2x faster at the same accuracy; docs/models.md)
     "aloha": Recipe(target_steps=1800, eval_every=300, drafter_steps=1800, head_steps=3000, head_episodes=500,
-                    head_state_noise=(0.05,), vision_patch=8, target_locate_weight=100.0),
+                    head_state_noise=(0.05,), vision_patch=8, target_locate_weight=100.0,
+                    drafter_text_block=24, drafter_text_decay=10.5),
     # franka: ALOHA's recipe (8 px patches, localisation loss on the cube, heads on every train episode with
     # state noise: 0.05 rad on the joints, 5 mm on the gripper width); the 300-step target and heads on 20
     # episodes x 200 steps it replaces placed 0 of 3 cubes through the graph (docs/closed_loop.md)
@@ -242,6 +251,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-size", type=int, default=None, metavar="PX",
                         help="override the recipe's (square) planner image size in px")
     parser.add_argument("--drafter-steps", type=int, default=None, help="override the recipe's drafter steps")
+    parser.add_argument("--drafter-text-block", type=int, default=None,
+                        help="override the recipe's drafter text block (positions per text block in training)")
     parser.add_argument("--init-from", default=None, metavar="DIR",
                         help="fine-tune: start the target and drafter from this model directory (a path or a "
                              "name under models/), keep its coordinate ranges, fresh optimisers, no "
@@ -282,7 +293,8 @@ def build_drafter(recipe: Recipe, target: Any) -> Any:
     from plan_stack.planning.drafter import new_drafter
 
     return new_drafter(target, width=recipe.drafter_width, layers=recipe.drafter_layers, heads=4, kv_heads=2,
-                       head_dim=recipe.drafter_width // 4, intermediate=2 * recipe.drafter_width)
+                       head_dim=recipe.drafter_width // 4, intermediate=2 * recipe.drafter_width,
+                       text_block=recipe.drafter_text_block)
 
 
 def ar_selection(keyframes: Sequence[Any], spec: Any) -> Any:
@@ -458,6 +470,8 @@ def run(args: argparse.Namespace) -> int:
         recipe = dataclasses.replace(recipe, target_coord_sigma_bins=args.coord_sigma_bins)
     if args.drafter_steps:
         recipe = dataclasses.replace(recipe, drafter_steps=args.drafter_steps)
+    if args.drafter_text_block:
+        recipe = dataclasses.replace(recipe, drafter_text_block=args.drafter_text_block)
     if args.target_lr:
         recipe = dataclasses.replace(recipe, target_lr=args.target_lr)
     ranks = args.ranks if args.ranks is not None else default_ranks(args.threads) if device.type == "cpu" else 1
@@ -600,8 +614,11 @@ def run(args: argparse.Namespace) -> int:
     if "drafter" in stages:
         samples = KeyframeSamples(model, planner_kf, spec)  # built batch by batch: see its docstring
         dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
-                              max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=50, seed=recipe.seed)
+                              max_text_anchors=recipe.drafter_text_anchors, text_block=recipe.drafter_text_block,
+                              text_decay=recipe.drafter_text_decay, checkpoint_every=50, seed=recipe.seed)
         assert drafter is not None  # built above whenever the drafter stage runs
+        if drafter.config.text_block != recipe.drafter_text_block:  # loaded (--init-from, --resume) from another
+            drafter.config = dataclasses.replace(drafter.config, text_block=recipe.drafter_text_block)
         t1 = time.monotonic()
         log(f"drafter: {D.num_params(drafter) / 1e6:.2f} M parameters, {dcfg.steps} steps x {dcfg.batch_size}")
         losses = TR.train(drafter, target, samples, dcfg, out_dir=work / "drafter", resume=args.resume,
@@ -621,7 +638,8 @@ def run(args: argparse.Namespace) -> int:
     if "target" in stages or "drafter" in stages:
         model = PlannerModel(out, target, drafter, manifest)
         if drafter is not None:
-            manifest["text_block"], manifest["text_block_choice"] = choose_text_block(model, val_sel)
+            manifest["text_block"], manifest["text_block_choice"] = choose_text_block(
+                model, val_sel, sorted({*TEXT_BLOCKS, drafter.config.text_block}))
             log(f"text block {manifest['text_block']}: {manifest['text_block_choice']['mean_text_passes']}")
         rows = EV.evaluate(model, val_sel, spec, ["ar", "vflash"] if drafter is not None else ["ar"], blind=blind)
         manifest["metrics_at_save"] = {"split": "val", "keyframes": len(val_sel),
