@@ -164,6 +164,11 @@ class TargetAdapter:
         self._text_stack = _direct_layers(self.base, self.text_config)
         self.direct_steps = self._text_stack is not None
 
+    @property
+    def _runs_direct(self) -> bool:
+        """The prompt and the steps go through `_direct_stack` (on, and a structure it knows)."""
+        return self.direct_steps and self._text_stack is not None
+
     # -- inputs --------------------------------------------------------------------
     def encode_prompt(self, text: str, images: Sequence[np.ndarray] = ()) -> Prompt:
         """Token ids (and image tensors) for `images` (HxWx3 uint8) followed by `text`."""
@@ -306,7 +311,7 @@ class TargetAdapter:
             position_ids = torch.cat([torch.arange(t_len).view(1, 1, -1), pos3], 0)
         else:
             position_ids = self._positions(0, t_len)
-        if self.direct_steps and self._text_stack is not None:
+        if self._runs_direct:
             step = self._step_out(*self._direct_prompt(ids, position_ids, vis), last_logits_only)
         else:
             step = self._run(ids, position_ids, last_logits_only, **extra)
@@ -439,7 +444,7 @@ class TargetAdapter:
             vision_ms = (time.perf_counter() - t0) * 1e3
             extra = {"mm_encoder_outputs": {"image": vis}, "image_grid_thw": grid.to(dev)}
         position_ids = torch.cat([torch.arange(first, ids.numel()).view(1, 1, -1), pos3[:, :, first:]], 0)
-        if self.direct_steps and self._text_stack is not None:
+        if self._runs_direct:
             feats, last = self._direct_prompt(ids[first:], position_ids, vis, mask[0, 0])
         else:
             out = self.base(input_ids=ids[first:].view(1, -1).to(dev), position_ids=position_ids.to(dev),
@@ -467,9 +472,7 @@ class TargetAdapter:
         """Keys [1, h, n, d] rotated by `shift` positions on every (t, h, w) axis: RoPE(p) -> RoPE(p + shift)."""
         rotary = self.base.language_model.rotary_emb
         cos, sin = rotary(keys, torch.full((3, 1, 1), shift, dtype=torch.long, device=keys.device))  # [1, 1, d]
-        half = keys.shape[-1] // 2
-        rotated = torch.cat((-keys[..., half:], keys[..., :half]), dim=-1)
-        return keys * cos.unsqueeze(1) + rotated * sin.unsqueeze(1)
+        return keys * cos.unsqueeze(1) + _rotate_half(keys) * sin.unsqueeze(1)
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor | Sequence[int], last_logits_only: bool = False) -> StepOut:
@@ -483,7 +486,7 @@ class TargetAdapter:
         if ids.numel() == 0:
             raise PlanningError("forward over an empty block")
         positions = self._positions(self.length, ids.numel())
-        if self.direct_steps and self._text_stack is not None:
+        if self._runs_direct:
             return self._direct_forward(ids, positions, last_logits_only)
         return self._run(ids, positions, last_logits_only)
 
