@@ -189,8 +189,11 @@ RECIPES: dict[str, Recipe] = {
     # state noise: 0.05 rad on the joints, 5 mm on the gripper width); the 300-step target and heads on 20
     # episodes x 200 steps it replaces placed 0 of 3 cubes through the graph (docs/closed_loop.md)
     # target: 1,800 steps on train + pick (4,000 + ~7,000 keyframes)
-    "franka": Recipe(target_steps=1800, eval_every=300, drafter_steps=900, head_steps=3000, head_episodes=200,
-                     head_state_noise=(0.05,) * 7 + (0.005,), vision_patch=8, target_locate_weight=100.0),
+    # drafter: 1,800 steps on 24-token text blocks, as ALOHA's: the response's text segments are 27-38 and
+    # 21 tokens; the 900-step drafter on 16-token blocks placed held-out plans worse than AR (docs/models.md)
+    "franka": Recipe(target_steps=1800, eval_every=300, drafter_steps=1800, head_steps=3000, head_episodes=200,
+                     head_state_noise=(0.05,) * 7 + (0.005,), vision_patch=8, target_locate_weight=100.0,
+                     drafter_text_block=24, drafter_text_decay=10.5),
     # drive: 8 px patches, a keyframe every 0.5 s (`RECORD_OPTIONS`) and the localisation loss on the
     # nearest obstacle in view (the largest box): the 1,200-step target on one keyframe a second without it
     # followed a lane change only once the car had turned (lateral error at lane-change keyframes 1.32 m;
