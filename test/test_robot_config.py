@@ -35,9 +35,10 @@ def _write(tmp_path, text):
 @pytest.mark.parametrize("text, match", [
     ("nodez: {}\n", r"^nodez: unknown top-level key"),
     ("nodes: {a: {executable: no_such_node}}\n", r"^nodes.a.executable: unknown executable 'no_such_node'"),
-    ("nodes: {a: {parameters: [1, 2]}}\n", r"nodes.a.parameters: expected a mapping"),
+    ("nodes: {a: {parameters: [1, 2]}}\n", r"^nodes.a.parameters in .*robot.yaml: expected a mapping"),
     ("nodes: {a: {params: {}}}\n", r"^nodes.a.params: unknown key"),
     ("nodes: [1]\n", r"nodes: expected a mapping"),
+    ("nodes: {a: {nice: 1}}\n", r"^nodes.a: no executable given and 'a' is not one"),
 ])
 def test_malformed_configs_are_rejected_with_the_key(tmp_path, text, match):
     with pytest.raises(ConfigError, match=match):
@@ -138,6 +139,22 @@ def test_a_bad_extension_is_refused_with_the_reason(tmp_path, text, match):
     (tmp_path / "base.yaml").write_text("nodes: {s: {executable: stitcher}}\n")
     path = tmp_path / "loop.yaml"
     path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_robot_config(path)
+
+
+@pytest.mark.parametrize("base, match", [
+    ("nodes: {s: {executable: stitcher, paramters: {}}}\n", r"^nodes.s.paramters: unknown key in .*base.yaml$"),
+    ("nodes: {s: {executable: no_such_node}}\n", r"^nodes.s.executable: unknown executable 'no_such_node' in .*base"),
+    ("nodes: {s: {executable: stitcher, nice: 25}}\n", r"^nodes.s.nice: expected an integer 0-19, got 25 in .*base"),
+    ("nodes: {s: {executable: stitcher, remappings: [a]}}\n", r"^nodes.s.remappings in .*base.yaml: expected a map"),
+])
+def test_an_error_in_the_extended_file_names_that_file(tmp_path, base, match):
+    """The merge happens after each file is checked, so the error points at the file to edit, not the one
+    that extends it."""
+    (tmp_path / "base.yaml").write_text(base)
+    path = tmp_path / "overlay.yaml"
+    path.write_text("extends: base.yaml\nnodes: {s: {parameters: {dt: 0.1}}}\n")
     with pytest.raises(ConfigError, match=match):
         load_robot_config(path)
 

@@ -110,6 +110,28 @@ def _read_yaml(path: Path) -> Any:
 _NODE_KEYS = {"executable", "parameters", "remappings", "limits_from", "own_process", "nice"}
 
 
+def _checked_nodes(nodes: dict, path: Path) -> dict:
+    """One file's own node entries, checked before any merge so that an error names the file it is in."""
+    for name, body in nodes.items():
+        body = _mapping(body, f"{path}: nodes.{name}")
+        extra = sorted(set(body) - _NODE_KEYS)
+        if extra:
+            raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
+        exe = body.get("executable")
+        if exe is not None and exe not in NODES:
+            raise ConfigError(f"nodes.{name}.executable: unknown executable {exe!r} in {path} "
+                              f"(known: {sorted(NODES)})")
+        own = body.get("own_process", False)
+        if not isinstance(own, bool):
+            raise ConfigError(f"nodes.{name}.own_process: expected true or false, got {own!r} in {path}")
+        nice = body.get("nice", 0)
+        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+            raise ConfigError(f"nodes.{name}.nice: expected an integer 0-19, got {nice!r} in {path}")
+        for key in ("parameters", "remappings", "limits_from"):
+            _mapping(body.get(key), f"nodes.{name}.{key} in {path}")
+    return nodes
+
+
 def _document(path: Path, chain: tuple[Path, ...] = ()) -> dict:
     """The file's `common` and `nodes`, with what it extends merged underneath (module docstring)."""
     if path in chain:
@@ -120,7 +142,7 @@ def _document(path: Path, chain: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"{unknown[0]}: unknown top-level key in {path} (expected common, nodes, extends, "
                           "drop_nodes)")
     common = _mapping(data.get("common"), f"{path}: common")
-    nodes = _mapping(data.get("nodes"), f"{path}: nodes")
+    nodes = _checked_nodes(_mapping(data.get("nodes"), f"{path}: nodes"), path)
     base_name = data.get("extends")
     drop = data.get("drop_nodes", [])
     if base_name is None:
@@ -166,25 +188,17 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
     common = data["common"]
     specs = []
     derived = []
-    for name, body in data["nodes"].items():
-        body = _mapping(body, f"{path}: nodes.{name}")
-        extra = sorted(set(body) - _NODE_KEYS)
-        if extra:
-            raise ConfigError(f"nodes.{name}.{extra[0]}: unknown key in {path}")
+    for name, body in data["nodes"].items():  # each file's own entries were checked by _document
         params = {**common, **_mapping(body.get("parameters"), f"nodes.{name}.parameters")}
         if use_sim_time is not None:
             params["use_sim_time"] = bool(use_sim_time)
         params = {str(k): _numbers(v) for k, v in params.items()}
         remaps = {str(k): str(v) for k, v in _mapping(body.get("remappings"), f"nodes.{name}.remappings").items()}
         exe = body.get("executable", name)
-        if exe not in NODES:
-            raise ConfigError(f"nodes.{name}.executable: unknown executable {exe!r} (known: {sorted(NODES)})")
-        own = body.get("own_process", False)
-        if not isinstance(own, bool):
-            raise ConfigError(f"nodes.{name}.own_process: expected true or false, got {own!r} in {path}")
-        nice = body.get("nice", 0)
-        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
-            raise ConfigError(f"nodes.{name}.nice: expected an integer 0-19, got {nice!r} in {path}")
+        if exe not in NODES:  # no file names an executable: the node's name is taken for one
+            raise ConfigError(f"nodes.{name}: no executable given and {name!r} is not one (known: {sorted(NODES)}; "
+                              f"{path})")
+        own, nice = body.get("own_process", False), body.get("nice", 0)
         specs.append(NodeSpec(name=str(name), executable=exe, parameters=params, remappings=remaps,
                               own_process=own, nice=nice))
         if body.get("limits_from") is not None:
