@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force-resume", action="store_true",
                         help="resume even though the checkpoint was trained on other data")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="data-parallel training processes on the CPU, sharing the threads (default: as "
+                             "`plan-stack train`, 2 on a 2-core machine where they divide --batch-size; 1 on a GPU)")
     parser.add_argument("--seed", type=int, default=0)
     add_device_arguments(parser, dtype=False)
 
@@ -46,13 +49,26 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.planning import drafter as D
     from plan_stack.planning import target as T
     from plan_stack.planning import training as TR
+    from plan_stack.planning.data_parallel import check_ranks
     from plan_stack.planning.errors import PlanningError
+    from plan_stack.planning.training_cli import default_ranks, usable_cores
 
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         device = placement_from_args(args).device
     except EngineError as exc:
+        print(f"train-drafter: {exc}", file=sys.stderr)
+        return 2
+    ranks = args.ranks
+    if ranks is None:
+        ranks = default_ranks(args.threads or usable_cores()) if device.type == "cpu" else 1
+        ranks = ranks if args.batch_size % ranks == 0 else 1
+    try:
+        check_ranks(ranks, args.batch_size)
+        if ranks > 1 and device.type != "cpu":
+            raise PlanningError(f"--ranks {ranks}: data-parallel training is for the CPU; on {device} use 1")
+    except PlanningError as exc:
         print(f"train-drafter: {exc}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
@@ -81,12 +97,13 @@ def run(args: argparse.Namespace) -> int:
                "seed": args.seed}
     try:
         losses = TR.train(drafter, target, samples, cfg, out_dir=args.out, resume=args.resume, progress=True,
-                          data_id=data_id, force_resume=args.force_resume)
+                          data_id=data_id, force_resume=args.force_resume, ranks=ranks)
     except PlanningError as exc:
         print(f"train-drafter: {exc}")
         return 2
     if losses:
-        print(f"trained {len(losses)} steps: loss {losses[0]:.3f} -> {losses[-1]:.3f}; drafter in {args.out}")
+        print(f"trained {len(losses)} steps on {ranks} rank{'s' if ranks > 1 else ''}: loss {losses[0]:.3f} -> "
+              f"{losses[-1]:.3f}; drafter in {args.out}")
     else:
         print(f"nothing to do: checkpoint in {args.out} already has {cfg.steps} steps")
     return 0
