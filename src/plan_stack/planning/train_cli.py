@@ -49,9 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.planning import drafter as D
     from plan_stack.planning import target as T
     from plan_stack.planning import training as TR
-    from plan_stack.planning.data_parallel import check_ranks
     from plan_stack.planning.errors import PlanningError
-    from plan_stack.planning.training_cli import default_ranks, usable_cores
+    from plan_stack.planning.training_cli import training_ranks, usable_cores
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -60,14 +59,8 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         print(f"train-drafter: {exc}", file=sys.stderr)
         return 2
-    ranks = args.ranks
-    if ranks is None:
-        ranks = default_ranks(args.threads or usable_cores()) if device.type == "cpu" else 1
-        ranks = ranks if args.batch_size % ranks == 0 else 1
     try:
-        check_ranks(ranks, args.batch_size)
-        if ranks > 1 and device.type != "cpu":
-            raise PlanningError(f"--ranks {ranks}: data-parallel training is for the CPU; on {device} use 1")
+        ranks = training_ranks(args.ranks, args.threads or usable_cores(), device, args.batch_size)
     except PlanningError as exc:
         print(f"train-drafter: {exc}", file=sys.stderr)
         return 2

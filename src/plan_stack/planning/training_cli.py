@@ -226,6 +226,23 @@ def default_ranks(threads: int) -> int:
     return 4 if threads >= 4 else 2 if threads >= 2 else 1
 
 
+def training_ranks(requested: int | None, threads: int, device: Any, *batch_sizes: int) -> int:
+    """The data-parallel ranks a training command runs (`train`, `train-drafter`): `requested`, or by default
+    `default_ranks(threads)` on the CPU where they divide every batch (else 1) and 1 on a GPU. PlanningError
+    for a count the batches cannot be shared by, or more than one rank off the CPU."""
+    from plan_stack.planning.data_parallel import check_ranks
+    from plan_stack.planning.errors import PlanningError
+
+    ranks = requested
+    if ranks is None:
+        ranks = default_ranks(threads) if device.type == "cpu" else 1
+        ranks = 1 if any(b % ranks for b in batch_sizes) else ranks
+    check_ranks(ranks, *batch_sizes)
+    if ranks > 1 and device.type != "cpu":
+        raise PlanningError(f"--ranks {ranks}: data-parallel training is for the CPU; on {device} use 1")
+    return ranks
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", required=True, choices=sorted(RECIPES))
     parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
@@ -452,7 +469,6 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.planning import drafter as D
     from plan_stack.planning import training as TR
     from plan_stack.planning import training_target as TT
-    from plan_stack.planning.data_parallel import check_ranks
     from plan_stack.planning.errors import PlanningError
     from plan_stack.planning.model_dir import PlannerModel, load_planner_model, read_manifest, save_planner_model
     from plan_stack.planning.target import load_target, save_target
@@ -477,11 +493,8 @@ def run(args: argparse.Namespace) -> int:
         recipe = dataclasses.replace(recipe, drafter_text_block=args.drafter_text_block)
     if args.target_lr:
         recipe = dataclasses.replace(recipe, target_lr=args.target_lr)
-    ranks = args.ranks if args.ranks is not None else default_ranks(args.threads) if device.type == "cpu" else 1
     try:
-        check_ranks(ranks, recipe.target_batch, recipe.drafter_batch)
-        if ranks > 1 and device.type != "cpu":
-            raise PlanningError(f"--ranks {ranks}: data-parallel training is for the CPU; on {device} use 1")
+        ranks = training_ranks(args.ranks, args.threads, device, recipe.target_batch, recipe.drafter_batch)
     except PlanningError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
