@@ -33,7 +33,7 @@ ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.i
 _ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation", "miss": "miss_m",
              "pick_only": "pick_only", "policy_model": "policy_model", "policy_decoder": "policy_decoder",
              "policy_latency": "policy_latency_s", "policy_latency_max": "policy_latency_max_s",
-             "displace": "displacement", "plan_noise": "plan_noise"}
+             "displace": "displacement"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,11 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drive only: displacement demonstrations: every 2-4 s the car's pose jumps sideways "
                              "by up to M metres and turns by up to RAD radians (uniform), the expert drives back, "
                              "paths annotated from each keyframe's state (default: none)")
-    parser.add_argument("--plan-noise", type=_radians_share, default=None, metavar="RAD,SHARE",
-                        help="drive only: plan-noise demonstrations: the expert's plans, with a drifting heading "
-                             "bias of std RAD and stretches keeping only 1 - SHARE to 1 of their sideways motion, "
-                             "drive through the drive bridge with the --policy-latency delays; paths annotated "
-                             "from each keyframe's state (default: none)")
     parser.add_argument("--miss", type=float, default=None, metavar="M",
                         help="franka only: recovery demonstrations whose first grasp closes M to 1.5 M metres "
                              "beside the cube; the expert reopens and picks it (default 0: none)")
@@ -98,14 +93,6 @@ def _metres_radians(text: str) -> tuple[float, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected M,RAD (two numbers), got {text!r}") from None
     return m, rad
-
-
-def _radians_share(text: str) -> tuple[float, float]:
-    try:
-        rad, share = (float(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected RAD,SHARE (two numbers), got {text!r}") from None
-    return rad, share
 
 
 def _options(args: argparse.Namespace):

@@ -128,7 +128,7 @@ ROBOTS: dict[str, Robot] = {r.name: r for r in (
           record_options="recording:DriveRecordOptions", bridge_config="bridge:DriveBridgeConfig",
           bridge_limits=None, bridge_executable="drive_bridge", sim_executable="drive_sim",
           recorder_only_options=("duration", "horizon", "perturb", "policy_model", "policy_decoder",
-                                 "policy_latency", "policy_latency_max", "displace", "plan_noise"),
+                                 "policy_latency", "policy_latency_max", "displace"),
           success_means="without collision or road departure",
           success_criterion="safe_driving", episode_time_limit_s=61.0, latency_camera="front"),
 )}

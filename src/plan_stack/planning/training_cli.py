@@ -69,18 +69,20 @@ PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 #: robot -> its on-policy rounds (stage `onpolicy`, DAgger), in order: (split, its extra record-demos
 #: options). In each round the model written last drives the split's seeds (`record-demos --policy-model`),
-#: the expert labels each keyframe with its path from where the car is, and the model is fine-tuned on
-#: every planner split plus the rounds' splits so far (`--init-from`). Driving: the pushes of `recovery`
-#: moved the car, but not the way the planner's own errors do (a heading error it under-corrects, then off
-#: the road; 0 of 10 held-out drives reached 60 s, docs/closed_loop.md). Later rounds draw each plan's
-#: delay from 0.1-0.5 s (through the graph it varies from plan to plan, `drive.policy.PlanDelay`); each
-#: round's model drove further on validation (one process, 15 seeds: 0 of 15 reached 60 s before the rounds,
-#: then 2, 6, 6, 11; mean drive 26.0, 38.8, 40.7, 45.0, 54.5 s; docs/closed_loop.md). Round 4 drives 120
-#: seeds: the model it starts from reached 60 s in about half of its drives, so it leaves the road less often
-#: and needs more drives to show as many of its own errors. Round 5 is `onpolicy6` (650000-650059; the name
-#: keeps the split the shipped model was fine-tuned on): `onpolicy5` (640000-640119), round 4's own drives,
-#: made the model drive worse and was dropped; `onpolicy6`, driven by round 4 after `displaced` and the
-#: mirrored images, took held-out drives through the graph from 13 to 20 of 20 (docs/closed_loop.md).
+#: the expert labels each keyframe with its path from where the car is, and the model is fine-tuned on every
+#: planner split plus the rounds' splits so far (`--init-from`). Driving: the pushes of `recovery` moved the
+#: car, but not the way the planner's own errors do (a heading error it under-corrects, then off the road; 0
+#: of 10 held-out drives reached 60 s, docs/closed_loop.md), and 25,000 keyframes of the expert's plans
+#: perturbed the way the planner errs did not replace the rounds either (docs/models.md, thirty-eighth
+#: session). Later rounds draw each plan's delay from 0.1-0.5 s (through the graph it varies from plan to
+#: plan, `drive.policy.PlanDelay`); each round's model drove further on validation (one process, 15 seeds: 0
+#: of 15 reached 60 s before the rounds, then 2, 6, 6, 11; mean drive 26.0, 38.8, 40.7, 45.0, 54.5 s;
+#: docs/closed_loop.md). Round 4 drives 120 seeds: the model it starts from reached 60 s in about half of its
+#: drives, so it leaves the road less often and needs more drives to show as many of its own errors. Round 5
+#: is `onpolicy6` (650000-650059; the name keeps the split the shipped model was fine-tuned on): `onpolicy5`
+#: (640000-640119), round 4's own drives, made the model drive worse and was dropped; `onpolicy6`, driven by
+#: round 4 after `displaced` and the mirrored images, took held-out drives through the graph from 13 to 20 of
+#: 20 (docs/closed_loop.md).
 OnpolicyRound = tuple[str, tuple[str, ...]]
 _LATENCY_RANGE = ("--policy-latency", "0.1", "--policy-latency-max", "0.5")
 ONPOLICY_ROUNDS: dict[str, tuple[OnpolicyRound, ...]] = {"drive": (

@@ -64,7 +64,7 @@ from plan_stack.embodiments.drive.trajectory import DriveTrajectoryConfig
 from plan_stack.embodiments.drive.vehicle import VehicleParams, step
 
 __all__ = ["FORMAT", "INSTRUCTION", "DriveRecordOptions", "record_episode", "TOPICS", "ego_waypoints",
-           "SteeringPush", "recovery_pushes", "PlanNoise", "push_offset", "expert_path", "PoseJump", "pose_jumps"]
+           "SteeringPush", "recovery_pushes", "push_offset", "expert_path", "PoseJump", "pose_jumps"]
 
 FORMAT = "plan_stack.drive_annotation/1"
 INSTRUCTION = "drive along the road, keep in lane and avoid the obstacles"
@@ -95,10 +95,6 @@ class DriveRecordOptions:
     #: displacement demonstrations: the largest sideways jump (m) and turn (rad) of the car's pose, drawn
     #: uniformly every few seconds (`pose_jumps`; (0, 0): none)
     displacement: tuple[float, float] = (0.0, 0.0)
-    #: plan-noise demonstrations: the expert's own plans, with planner-like errors laid on them (`PlanNoise`),
-    #: drive the car through the bridge with the policy's delays: (heading bias std in rad, the largest share of
-    #: a plan's sideways motion dropped); (0, 0): none
-    plan_noise: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         check_image_size(self.width, self.height)
@@ -120,12 +116,6 @@ class DriveRecordOptions:
         if self.policy_model and any(self.displacement):
             raise ValueError("displacement and policy_model: jumps are for the expert's driving; with a policy "
                              "driving, its own errors move the car")
-        if len(self.plan_noise) != 2 or not all(math.isfinite(v) and v >= 0 for v in self.plan_noise) or \
-                self.plan_noise[1] > 1:
-            raise ValueError(f"plan_noise: (heading std in rad >= 0, share dropped in [0, 1]), got {self.plan_noise}")
-        if any(self.plan_noise) and (self.policy_model or self.perturbation or any(self.displacement)):
-            raise ValueError("plan_noise: the noisy expert drives alone, not with policy_model, perturbation or "
-                             "displacement")
         if self.policy_model and self.perturbation:
             raise ValueError("perturbation and policy_model: pushes are for the expert's driving; with a policy "
                              "driving, its own errors move the car")
@@ -198,43 +188,6 @@ def pose_jumps(seed: int, duration_s: float, max_dy_m: float, max_dyaw_rad: floa
                             float(rng.uniform(-max_dyaw_rad, max_dyaw_rad))))
         t += float(rng.uniform(*JUMP_GAP_S))
     return out
-
-
-#: plan noise: the heading bias's correlation time, and how long each stretch of one under-correction share lasts
-PLAN_NOISE_TAU_S = 3.0
-UNDER_CORRECTION_HOLD_S = (2.0, 5.0)
-
-
-class PlanNoise:
-    """Seeded errors laid on the expert's plans, shaped like the learned planner's (docs/closed_loop.md): a
-    heading bias that drifts slowly (an Ornstein-Uhlenbeck process, `heading_std_rad`, correlation time
-    PLAN_NOISE_TAU_S) and stretches where the plan keeps only part of its sideways motion (a share drawn
-    from [1 - `under_max`, 1] for 2-5 s, half the stretches faithful): the planner's failed drives kept a
-    heading error it did not correct and planned straight on where the expert turned back. DART with a
-    planner's errors instead of steering pushes, which the follower fights (`recovery_pushes`)."""
-
-    def __init__(self, seed: int, heading_std_rad: float, under_max: float) -> None:
-        self._rng = np.random.default_rng([seed, 0x9A17])
-        self.heading_std_rad, self.under_max = heading_std_rad, under_max
-        self.bias_rad = float(self._rng.normal(0.0, heading_std_rad)) if heading_std_rad else 0.0
-        self.share, self._until_s = 1.0, -math.inf
-        self._t_s: float | None = None  # the previous plan's time
-
-    def __call__(self, points: np.ndarray, t_s: float) -> np.ndarray:
-        """`points` [P, 3] in the ego frame at `t_s` -> the noisy plan (the same frame)."""
-        if self._t_s is not None and self.heading_std_rad:
-            a = math.exp(-max(t_s - self._t_s, 0.0) / PLAN_NOISE_TAU_S)
-            self.bias_rad = a * self.bias_rad + math.sqrt(1 - a * a) * float(self._rng.normal(0.0, self.heading_std_rad))
-        self._t_s = t_s
-        if t_s >= self._until_s:
-            faithful = self._rng.random() < 0.5 or not self.under_max
-            self.share = 1.0 if faithful else float(self._rng.uniform(1.0 - self.under_max, 1.0))
-            self._until_s = t_s + float(self._rng.uniform(*UNDER_CORRECTION_HOLD_S))
-        out = np.array(points, dtype=float)
-        out[:, 1] *= self.share
-        c, s = math.cos(self.bias_rad), math.sin(self.bias_rad)
-        out[:, 0], out[:, 1] = c * out[:, 0] - s * out[:, 1], s * out[:, 0] + c * out[:, 1]
-        return out
 
 
 def push_offset(pushes: list[SteeringPush], t_s: float) -> float:
@@ -316,20 +269,17 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
     plan_every = every_steps(sim.timestep_s, period_s=driver.replan_s)
     obstacle_geoms = {f"obstacle_{i}": sim.model.geom(f"obstacle_{i}").id for i in range(len(sim.obstacles))}
     on_policy = policy is not None
-    noise = PlanNoise(seed, *options.plan_noise) if any(options.plan_noise) else None
-    bridged = on_policy or noise is not None  # plans reach the follower through the bridge, late
-    # drive on so the last keyframe has a full future (bridged, the labels are rollouts of their own)
-    end_s = options.duration_s + (0.0 if bridged else options.horizon_s)
+    # drive on so the last keyframe has a full future (on policy the labels are rollouts of their own)
+    end_s = options.duration_s + (0.0 if on_policy else options.horizon_s)
     pushes = recovery_pushes(seed, options.duration_s, options.perturbation) if options.perturbation else []
     displaced = any(options.displacement)
     jumps = collections.deque(pose_jumps(seed, options.duration_s, *options.displacement, driver.replan_s)
                               if displaced else [])
     jumped: list[dict[str, Any]] = []
     # on policy or displaced, every keyframe is the expert's label from where the car is: stop at the road's edge
-    stop_off_road = bridged or displaced
+    stop_off_road = on_policy or displaced
     if policy is not None:
         policy.reset()
-    if bridged:
         bridge = DriveBridge(vehicle, DriveTrajectoryConfig(), DriveBridgeConfig())
         in_flight = PlanDelay(options.policy_latency_s, options.policy_latency_max_s or None, seed=seed)
         outcomes: collections.Counter = collections.Counter()
@@ -351,11 +301,11 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                                "applied": sim.displace(j.dy_m, j.dyaw_rad, clear_ahead_m=JUMP_CLEAR_AHEAD_M)})
             times.append(t)
             poses.append((st.x, st.y, st.yaw))
-            if k % plan_every == 0:  # bridged too: the expert's lane choice follows the car
+            if k % plan_every == 0:  # on policy too: the expert's lane choice follows the car
                 waypoints = expert.plan(st.x, st.y, st.yaw, sim.obstacles)
-                if not bridged:
+                if not on_policy:
                     follow_waypoints(follower, waypoints, st, vehicle, limits, t)
-            if bridged and k % control_every == 0:
+            if on_policy and k % control_every == 0:
                 bridge.add_odometry(EgoState(t, st.x, st.y, st.yaw, st.v, st.yaw_rate), t)
                 for stamp, primitives in in_flight.due(t):
                     decision = bridge.on_plan(primitives, stamp, t)
@@ -379,12 +329,9 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
                     keys.append((t, sim.camera_pose(), {n: b for n, b in boxes.items() if b is not None}))
                     if policy is not None:
                         in_flight.put(t, policy(img, t))
-                    if pushes or bridged or displaced:
+                    if pushes or on_policy or displaced:
                         labels.append(expert_path(sim, expert, follower, limits, k, plan_every, options.horizon_s,
-                                                  replan_now=bridged))
-                    if noise is not None:
-                        label = ego_waypoints(*labels[-1], t, options.waypoints, options.horizon_s)
-                        in_flight.put(t, [("drive_3d", noise(label, t), options.horizon_s)])
+                                                  replan_now=on_policy))
             cmd = follower.command(sim.state, sim.time_s)
             sim.step(cmd.accel_mps2, cmd.steer_rad + push_offset(pushes, t))
             k += 1
@@ -423,14 +370,6 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: DriveRecordOp
         annotation["displacement"] = {"max_dy_m": options.displacement[0], "max_dyaw_rad": options.displacement[1],
                                       "labels": "expert path from each keyframe's state, without later jumps",
                                       "jumps": jumped}
-    if noise is not None:
-        annotation["expert_labels"] = True  # each keyframe is the expert's path from where the car is
-        annotation["plan_noise"] = {
-            "heading_std_rad": options.plan_noise[0], "under_correction_max": options.plan_noise[1],
-            "latency_s": options.policy_latency_s, "latency_max_s": options.policy_latency_max_s,
-            "labels": "expert path from each keyframe's state", "bridge": dict(sorted(outcomes.items())),
-            "end": ("collision" if sim.collided_with is not None else "left_road" if sim.left_road else "time"),
-            "end_s": _r(sim.time_s, 2)}
     if policy is not None:
         annotation["expert_labels"] = True  # keyframes are training labels whatever happened to the car
         annotation["driven_by"] = {
