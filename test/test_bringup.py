@@ -112,10 +112,12 @@ def test_up_with_processes_restarts_a_killed_node_with_back_off_and_logs_it(tmp_
             with executor_with(ctx, probe) as ex:
                 names = lambda: set(probe.get_node_names())  # noqa: E731
                 assert spin_until(ex, lambda: {"left_stitcher", "right_stitcher"} <= names(), 60.0, step_s=0.05)
-                pid = _node_pid("right_stitcher")
+                right = lambda: _node_pid("right_stitcher", proc.pid)  # noqa: E731
+                pid = right()
+                assert pid is not None, "no right_stitcher child of the bring-up"
                 os.kill(pid, signal.SIGKILL)
                 killed_at = time.monotonic()
-                assert spin_until(ex, lambda: _node_pid("right_stitcher") not in (None, pid), 60.0, step_s=0.1)
+                assert spin_until(ex, lambda: right() not in (None, pid), 60.0, step_s=0.1)
                 assert time.monotonic() - killed_at >= RESPAWN_DELAY_S * 0.9
                 assert _parameter_eventually(probe, ex, "right_stitcher", "dt", 60.0).double_value == \
                     pytest.approx(0.01)
@@ -145,9 +147,16 @@ def _parameter_eventually(probe, ex, node, name, timeout_s):
 
 def _children_only_args(pid):
     """The `--only` argument of each direct child process of `pid` that is a bring-up."""
+    return list(_bringup_children(pid))
+
+
+def _bringup_children(parent):
+    """`--only` argument -> pid of each live direct child process of `parent` that is a bring-up. Only the
+    test's own bring-up's children: tests side by side (pytest -n) run nodes of the same names, and a test
+    that found another's process killed it or read its priority."""
     import pathlib
 
-    out = []
+    out = {}
     for proc_dir in pathlib.Path("/proc").iterdir():
         if not proc_dir.name.isdigit():
             continue
@@ -156,9 +165,9 @@ def _children_only_args(pid):
             cmd = (proc_dir / "cmdline").read_bytes().decode().split("\0")
         except (OSError, UnicodeDecodeError):
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and "--only" in cmd:
-            out.append(cmd[cmd.index("--only") + 1])
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == parent and state != "Z" and "--only" in cmd:
+            out[cmd[cmd.index("--only") + 1]] = int(proc_dir.name)
     return out
 
 
@@ -194,8 +203,8 @@ def test_a_node_s_nice_lowers_the_priority_of_its_own_process_only(tmp_path, mod
                                   60.0, step_s=0.05)
                 base = os.getpriority(os.PRIO_PROCESS, 0)
                 if mode:
-                    assert _niceness(_node_pid("right_stitcher")) == min(base + 7, 19)
-                    assert _niceness(_node_pid("left_stitcher")) == base
+                    assert _niceness(_node_pid("right_stitcher", proc.pid)) == min(base + 7, 19)
+                    assert _niceness(_node_pid("left_stitcher", proc.pid)) == base
                 else:
                     assert _niceness(proc.pid) == base
     finally:
@@ -229,21 +238,9 @@ def test_own_process_must_be_a_boolean(tmp_path):
     assert any(s.own_process for s in load_robot_config("aloha").nodes if s.name == "planner")
 
 
-def _node_pid(name):
-    """pid of the `plan_stack.bringup ... --only NAME` child process, None when none runs."""
-    import pathlib
-
-    for proc_dir in pathlib.Path("/proc").iterdir():
-        if not proc_dir.name.isdigit():
-            continue
-        try:
-            cmd = (proc_dir / "cmdline").read_bytes().split(b"\0")
-            state = (proc_dir / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if b"plan_stack.bringup" in cmd and b"--only" in cmd and name.encode() in cmd and state != "Z":
-            return int(proc_dir.name)
-    return None
+def _node_pid(name, parent):
+    """pid of `parent`'s `plan_stack.bringup ... --only NAME` child process, None when none runs."""
+    return _bringup_children(parent).get(name)
 
 
 def test_up_rviz_says_so_where_rviz2_is_not_installed(tmp_path):
