@@ -193,6 +193,31 @@ def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkey
         assert argv[argv.index("--keyframe-period") + 1] == "0.5"
 
 
+def test_a_split_is_read_once_per_process_while_its_fingerprint_holds(tmp_path, monkeypatch):
+    """The on-policy stage trains every round in one process: a split read by an earlier round is not read
+    again, unless its annotation files changed (another fingerprint) or another image size is asked for."""
+    import plan_stack.data.episodes
+    from plan_stack.planning import training_cli as TC
+
+    reads = []
+
+    def counting_load(path, spec, image_size, **kw):
+        reads.append((path, image_size))
+        return [f"{path}@{image_size}#{len(reads)}"]
+
+    monkeypatch.setattr(plan_stack.data.episodes, "load_keyframes", counting_load)
+    monkeypatch.setattr(TC, "_LOADED_SPLITS", {})
+    split, spec = str(tmp_path / "train"), ROBOTS["drive"]
+    first = TC._split_keyframes(split, spec, (80, 80), {"sha256": "a"})
+    again = TC._split_keyframes(split, spec, (80, 80), {"sha256": "a"})
+    assert again == first and len(reads) == 1
+    again.append("a caller's own list")  # callers add to their lists: the cached one stays as read
+    assert TC._split_keyframes(split, spec, (80, 80), {"sha256": "a"}) == first
+    assert TC._split_keyframes(split, spec, (80, 80), {"sha256": "b"}) != first  # re-recorded: read again
+    TC._split_keyframes(split, spec, (112, 112), {"sha256": "a"})
+    assert len(reads) == 3
+
+
 def test_init_from_refuses_another_robots_model(tmp_path, capsys):
     from plan_stack.cli import main
 
