@@ -89,6 +89,19 @@ def test_mixed_integer_and_float_lists_become_floats_and_use_sim_time_overrides(
     assert load_robot_config(path, use_sim_time=False).nodes[0].parameters["use_sim_time"] is False
 
 
+@pytest.mark.parametrize("robot", ["aloha", "franka", "drive"])
+def test_ingest_makes_the_images_the_shipped_planner_model_was_trained_on(robot):
+    """A model shipped at another image size needs its config changed with it (driving: 112 -> 80 px)."""
+    import json
+
+    from plan_stack.paths import find_data
+
+    manifest = json.loads((find_data("models", robot) / "manifest.json").read_text())
+    ingest = next(s for s in load_robot_config(robot).nodes if s.executable == "ingest")
+    assert list(ingest.parameters["output_size"]) == manifest["image_size"]
+    assert set(manifest["cameras"]) <= set(ingest.parameters["camera_names"])  # the planner takes its own
+
+
 @pytest.mark.parametrize("robot", ["aloha_real", "franka_real", "drive_real"])
 def test_real_robot_configs_run_the_whole_stack_without_simulator_on_wall_time(robot):
     cfg = load_robot_config(robot)
