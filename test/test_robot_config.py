@@ -92,11 +92,10 @@ def test_mixed_integer_and_float_lists_become_floats_and_use_sim_time_overrides(
 @pytest.mark.parametrize("robot", ["aloha", "franka", "drive"])
 def test_ingest_makes_the_images_the_shipped_planner_model_was_trained_on(robot):
     """A model shipped at another image size needs its config changed with it (driving: 112 -> 80 px)."""
-    import json
-
     from plan_stack.paths import find_data
+    from plan_stack.planning.model_dir import read_manifest
 
-    manifest = json.loads((find_data("models", robot) / "manifest.json").read_text())
+    manifest = read_manifest(find_data("models", robot))  # as the planner reads it
     ingest = next(s for s in load_robot_config(robot).nodes if s.executable == "ingest")
     assert list(ingest.parameters["output_size"]) == manifest["image_size"]
     assert set(manifest["cameras"]) <= set(ingest.parameters["camera_names"])  # the planner takes its own
