@@ -62,6 +62,14 @@ def test_blind_baseline_is_the_mean_plan_per_keyframe_index():
     np.testing.assert_allclose(far.points[1], _line(1), atol=1e-5)
 
 
+def test_blind_baseline_boxes_are_in_name_order_so_a_rebuild_writes_the_same_bytes():
+    names = [f"obstacle_{i}" for i in (7, 2, 5, 0, 3, 6, 1, 4)]
+    kfs = [_kf(0, [_line(0), _line(0)], boxes={n: (i, 1.0, i + 2.0, 3.0)}) for i, n in enumerate(names)]
+    boxes = EV.blind_baseline(kfs)["0"]["boxes"]
+    assert list(boxes) == sorted(names)
+    assert boxes["obstacle_7"] == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_first_keyframe_end_error_counts_only_episode_starts():
     spec = ROBOTS["aloha"]
     s = EV.Scorer("ar", spec.arms)

@@ -81,7 +81,7 @@ def blind_baseline(keyframes: Iterable[Keyframe]) -> dict:
             inside = np.isfinite(uvs).all(-1).mean(0) >= 0.5  # [arms, P]
             uv = np.where(inside[..., None], np.nanmean(uvs, axis=0), np.nan)
         boxes = {}
-        for obj in {o for k in kfs for o in k.boxes}:
+        for obj in sorted({o for k in kfs for o in k.boxes}):  # a set's order changes with the hash seed
             boxes[obj] = np.mean([k.boxes[obj] for k in kfs if obj in k.boxes], axis=0).round(2).tolist()
         subtask = collections.Counter(k.subtask for k in kfs).most_common(1)[0][0]
         uv_out = uv.round(2).astype(object)
