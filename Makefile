@@ -45,12 +45,12 @@ lint:
 # MCAP bag, a camera contact sheet and plan pictures to out/demo (docs/closed_loop.md).
 DEMO_SEED ?= 100000
 demo:
-	$(ENV) && python -m plan_stack.closed_loop.demo --robot $(ROBOT) --seed $(DEMO_SEED) --out $(CURDIR)/out/demo
+	$(ENV) && python -m plan_stack.eval.episodes.demo --robot $(ROBOT) --seed $(DEMO_SEED) --out $(CURDIR)/out/demo
 
 # Scripted ALOHA expert driving the embedded simulator through the bridge;
 # prints success, writes an MCAP bag and a PNG contact sheet to out/demo.
 demo-expert:
-	$(ENV) && python -m plan_stack.embodiments.aloha.demo --out $(CURDIR)/out/demo
+	$(ENV) && python -m plan_stack.eval.episodes.expert_demo --out $(CURDIR)/out/demo
 
 # Every benchmark with its default settings; tables on stdout, JSON rows in out/bench.
 # (bench/rtc.py on recorded demonstrations: see docs/actions.md.)

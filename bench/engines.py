@@ -90,7 +90,7 @@ def _trace(module, args_):
 
 
 def _engine_runs(directory: Path, key: str) -> dict:
-    from plan_stack.engines.device import EngineError, resolve_placement
+    from plan_stack.device import EngineError, resolve_placement
     from plan_stack.engines.runtime import EngineSet, tensorrt_status
 
     runs: dict = {}

@@ -5,9 +5,9 @@
                              [--rtf 0.25] [--no-pace] [--json PATH]
 
 For each decoder: one closed-loop episode of the whole ROS graph (simulator, bridge, ingest, planner,
-chunker, stitcher, each node in its own process: `plan_stack.closed_loop.episode`), observed from a
+chunker, stitcher, each node in its own process: `plan_stack.eval.episodes.episode`), observed from a
 separate process. Per stage, wall milliseconds from the input's arrival to the output stamped with it
-(`plan_stack.closed_loop.latency`): ingest (camera -> Observation), planner (Observation -> plan),
+(`plan_stack.eval.episodes.latency`): ingest (camera -> Observation), planner (Observation -> plan),
 chunker (Observation -> chunk), stitcher (chunk -> trajectory), end to end (camera -> trajectory),
 p50 and p95; `plan_age_p50_s` is how old (sim s) the newest plan was when a chunk was computed. The
 `x_vs_<first decoder>` column is the p50 ratio to the first decoder's row for the same stage.
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     add_json_option(ap)
     args = ap.parse_args(argv)
 
-    from plan_stack.closed_loop.episode import EpisodeOptions, run_episode
+    from plan_stack.eval.episodes.episode import EpisodeOptions, run_episode
 
     rows = []
     for decoder in [d.strip() for d in args.decoders.split(",") if d.strip()]:

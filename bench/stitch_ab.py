@@ -54,11 +54,17 @@ def export_baseline(rev: str, dest: pathlib.Path) -> str:
     return commit
 
 
+def _checks_module(root: pathlib.Path) -> str:
+    """Where the baseline keeps `check_trajectory` (revisions before the renovation: embodiments.validation)."""
+    moved = root / "plan_stack_base" / "trajectory" / "checks.py"
+    return "trajectory.checks" if moved.is_file() else "embodiments.validation"
+
+
 class Pair:
     """One (workload, backend, dof) row: the baseline's and the new stitcher on the same chunks."""
 
     def __init__(self, base_pkg, workload: str, backend: str, dof: int, H: int, seed: int) -> None:
-        from plan_stack.embodiments.validation import check_trajectory
+        from plan_stack.trajectory.checks import check_trajectory
         from plan_stack.trajectory.config import StitcherConfig
         from plan_stack.trajectory.stitching import Stitcher, accept_limits
 
@@ -74,7 +80,7 @@ class Pair:
         self.base = base_pkg.stitching.Stitcher(base_pkg.config.StitcherConfig(**params))
         self.new.prepare(H)
         self.base.prepare(H)
-        self.check_new, self.check_base = check_trajectory, base_pkg.validation.check_trajectory
+        self.check_new, self.check_base = check_trajectory, base_pkg.checks.check_trajectory
         self.accept = accept_limits(self.new.cfg)
         self.base_chunk = base_pkg.stitching.Chunk
         self.t_base: list[float] = []
@@ -161,7 +167,7 @@ def main(argv=None) -> int:
         sys.path.insert(0, tmp)
         base = argparse.Namespace(**{name: importlib.import_module(f"plan_stack_base.{mod}") for name, mod in
                                      (("stitching", "trajectory.stitching"), ("config", "trajectory.config"),
-                                      ("validation", "embodiments.validation"))})
+                                      ("checks", _checks_module(pathlib.Path(tmp))))})
         pairs = [Pair(base, w, b, d, args.horizon, args.seed) for d in args.dof for w in args.workloads
                  for b in args.backends if not (b == "ruckig" and w in ("offset", "tight", "infeasible"))]
         for pair in pairs:

@@ -15,7 +15,7 @@ stitcher of config/aloha.yaml as shipped (its limits derived from aloha_bridge's
 planned as joints, chunks kept inside the position range as a head trained on demonstrations is).
 
 Every row's trajectories are checked twice: at the samples (`check_limits`) and as the bridge checks
-them, on the interpolated curve (`embodiments.validation.check_trajectory`, the bridge's own function,
+them, on the interpolated curve (`trajectory.checks.check_trajectory`, the bridge's own function,
 against the bridge's limits on 14 DoF and the stitcher's on 12): `violations` counts either.
 
 Backends: ours through `Stitcher.process` (everything a chunk costs, including the stitcher's own
@@ -35,7 +35,7 @@ import numpy as np
 import osqp
 import scipy.sparse as sp
 
-from plan_stack.embodiments.validation import check_trajectory
+from plan_stack.trajectory.checks import check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import Limits, check_limits

@@ -36,12 +36,12 @@ from report import add_json_option, report  # bench/report.py: shared table + JS
 
 from plan_stack.actions.train_features import keyframe_features
 from plan_stack.data.episodes import ROBOTS, load_keyframes
-from plan_stack.data.samples import KeyframeSamples, fit_ranges, response_tokens
 from plan_stack.paths import find_data
-from plan_stack.planning import training as TR
-from plan_stack.planning import training_target as TT
 from plan_stack.planning.model_dir import PlannerModel, load_planner_model
-from plan_stack.planning.training_cli import (
+from plan_stack.planning.samples import KeyframeSamples, fit_ranges, response_tokens
+from plan_stack.planning.training import drafter as TR
+from plan_stack.planning.training import target as TT
+from plan_stack.recipes.train import (
     RECIPES,
     ar_selection,
     build_drafter,

@@ -24,9 +24,9 @@ def min_clearance(bag: Path, seed: int, dt: float = 0.01) -> tuple[float, float,
     """(smallest signed distance m, its sim time s, the two geoms) over the episode's commanded reference."""
     import mujoco
 
-    from plan_stack.closed_loop.replay import _read_run
     from plan_stack.embodiments.aloha.model import JOINT_NAMES
     from plan_stack.embodiments.aloha.sim import AlohaSim, RigControllers
+    from plan_stack.eval.episodes.command_replay import _read_run
 
     commands, _, last = _read_run(bag, set(JOINT_NAMES))
     sim = AlohaSim("transfer_cube")

@@ -12,8 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def test_teacher_forced_features_equal_the_decoders_plan_features():
     from plan_stack.actions.train_features import keyframe_features
     from plan_stack.data.episodes import ROBOTS, Keyframe
-    from plan_stack.data.samples import make_sample
     from plan_stack.planning.model_dir import PlannerModel
+    from plan_stack.planning.samples import make_sample
     from plan_stack.planning.target import tiny_target
 
     target = tiny_target("vl", layers=2, seed=4)

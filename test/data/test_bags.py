@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
+from plan_stack.camera import CameraModel
 from plan_stack.data.bags import BagWriter, BagWriterError, SplitBagWriter, read_bag
-from plan_stack.embodiments.camera import CameraModel
 from plan_stack.viz.bag import plan_typestore
 
 STRING = "std_msgs/msg/String"

@@ -14,7 +14,7 @@ from plan_stack.embodiments.arm_bridge import (
     GoalStep,
     WatchdogState,
 )
-from plan_stack.embodiments.validation import (
+from plan_stack.trajectory.checks import (
     GOAL_TOLERANCE_VIOLATED,
     INVALID_GOAL,
     INVALID_JOINTS,

@@ -8,7 +8,7 @@ pytest.importorskip("rclpy")
 
 from std_msgs.msg import Header  # noqa: E402
 
-from plan_stack.embodiments.camera import CameraModel  # noqa: E402
+from plan_stack.camera import CameraModel  # noqa: E402
 from plan_stack.embodiments.node_common import Every, camera_info_msg, pose_msg  # noqa: E402
 
 

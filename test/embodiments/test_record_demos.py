@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
+from plan_stack.camera import CameraModel, project_points, world_to_camera
 from plan_stack.cli import main as cli_main
 from plan_stack.embodiments.aloha.annotation import read_annotation
 from plan_stack.embodiments.aloha.model import JOINT_NAMES
 from plan_stack.embodiments.aloha.recording import TOPICS
-from plan_stack.embodiments.camera import CameraModel, project_points, world_to_camera
 
 
 @pytest.fixture(scope="module")

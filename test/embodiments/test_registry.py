@@ -84,9 +84,9 @@ def test_a_demonstration_through_the_registry():
 @pytest.mark.parametrize("name", sorted(ROBOTS))
 def test_every_robot_has_its_episode_and_data_entries(name):
     """The closed loop and the planner's datasets find each robot through its entries, not a robot name."""
-    from plan_stack.closed_loop.criterion import CRITERIA, criterion_of
     from plan_stack.data.episodes import ROBOTS as SPECS
     from plan_stack.data.episodes import spec_of_format
+    from plan_stack.eval.episodes.criterion import CRITERIA, criterion_of
 
     r = robot(name)
     assert r.success_criterion in CRITERIA and criterion_of(name).kind == r.success_criterion

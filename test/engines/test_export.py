@@ -9,8 +9,8 @@ import torch
 
 from plan_stack.actions.head import FlowHead, HeadConfig, save_checkpoint
 from plan_stack.actions.policy import ChunkPolicy
+from plan_stack.device import EngineError, resolve_placement
 from plan_stack.engines import export as E
-from plan_stack.engines.device import EngineError, resolve_placement
 from plan_stack.engines.runtime import EngineSet, FlowStepEngine, tensorrt_status
 
 #: float32 parity bounds (max abs difference): the graphs are the same ops in another order

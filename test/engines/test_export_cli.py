@@ -6,7 +6,7 @@ import json
 import torch
 
 from plan_stack.cli import main
-from plan_stack.engines.device import resolve_placement
+from plan_stack.device import resolve_placement
 from plan_stack.engines.runtime import EngineSet
 
 

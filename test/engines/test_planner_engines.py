@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.engines.device import EngineError, resolve_placement
+from plan_stack.device import EngineError, resolve_placement
 from plan_stack.engines.runtime import PlannerEngines
 from plan_stack.planning.model_dir import load_planner_model
 from plan_stack.planning.runtime import FrameInput, PlannerRuntime, RuntimeConfig

@@ -70,7 +70,7 @@ def _packed_batch(tg, d, seqs, rng):
     samples, their features concatenated in sample order."""
     import random
 
-    from plan_stack.planning import training as TR
+    from plan_stack.planning.training import drafter as TR
 
     feats = [tg.prefill(Prompt(torch.tensor(s))).features for s in seqs]
     cfg = TR.TrainConfig(max_text_anchors=3, text_block=5)

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plan_stack.config import ConfigError
-from plan_stack.embodiments.validation import check_trajectory
+from plan_stack.trajectory.checks import check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import Reference
 from plan_stack.trajectory.limits import check_limits

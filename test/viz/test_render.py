@@ -145,10 +145,10 @@ def test_render_options_and_errors(plan_bag, tmp_path, capsys):
     assert "cam_side" in capsys.readouterr().err
 
 
-def test_render_recorded_demo_draws_the_annotated_ground_truth(demo, tmp_path):
-    res = render_bag(demo, tmp_path)
+def test_render_recorded_demo_draws_the_annotated_ground_truth(aloha_demo, tmp_path):
+    res = render_bag(aloha_demo, tmp_path)
     assert res.source == "keyframes"
-    ann = json.loads((demo.parent / "transfer_cube_0002.json").read_text())
+    ann = json.loads((aloha_demo.parent / "transfer_cube_0002.json").read_text())
     assert [p.name for p in res.files] == [f"truth_{k:04d}.png" for k in range(len(ann["keyframes"]))]
     assert not res.skipped
     colours = {STYLE.rgb8_of("left"), STYLE.rgb8_of("right")}

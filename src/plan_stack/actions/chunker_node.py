@@ -40,7 +40,7 @@ from plan_stack.actions.head import load_checkpoint
 from plan_stack.actions.policy import ChunkPolicy
 from plan_stack.actions.rtc.runtime import Method, RtcConfig, RtcRuntime
 from plan_stack.config import ConfigError, param, validate
-from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
+from plan_stack.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
 from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures

@@ -14,7 +14,7 @@ import shutil
 
 from plan_stack.actions.errors import ActionsError
 from plan_stack.config import ConfigError
-from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
+from plan_stack.device import EngineError, add_device_arguments, placement_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

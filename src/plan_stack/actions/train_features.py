@@ -32,7 +32,7 @@ def keyframe_features(model: Any, kfs: Sequence[Any], spec: Any, batch: int = 16
     `batch` keyframes share one padded target pass (`TargetAdapter.teacher_forced`): the same features as
     one pass each.
     """
-    from plan_stack.data.samples import make_sample
+    from plan_stack.planning.samples import make_sample
 
     out: list[np.ndarray] = []
     step = max(batch, 1)

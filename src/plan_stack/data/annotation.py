@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from plan_stack.embodiments.camera import CameraModel, project_points, world_to_camera
+from plan_stack.camera import CameraModel, project_points, world_to_camera
 
 __all__ = ["Subtask", "KeyframeInput", "resample_arc_length", "future_path", "box_from_mask", "subtask_at",
            "round_or_none", "path_annotation", "camera_annotation", "subtasks_annotation", "write_annotation"]

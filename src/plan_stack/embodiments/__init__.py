@@ -4,12 +4,11 @@ Every robot folder has the same modules (`sim`, `expert`, `recording`, `bridge`,
 `sim_node`, `bridge_node`) and is found through `registry` (robot name -> its
 parts), never through `if robot == ...` chains. Shared pieces at this level:
 
-* ROS-free: the arm bridges' decisions (`arm_bridge.ArmBridge`), trajectory
-  validation, URDF limits and the stop profile (`validation`), pinhole
-  cameras, projection and segmentation (`camera`), annotation pieces
-  (`annotation`), the rosbag2 writer and recorder options (`recording`);
-  joint trajectories, their interpolation and limits live in
-  `plan_stack.trajectory.core` / `.limits`;
+* ROS-free: the arm bridges' decisions (`arm_bridge.ArmBridge`); trajectory
+  checks and the stop profile live in `plan_stack.trajectory.checks`, URDF
+  limits in `plan_stack.trajectory.limits`, pinhole cameras, projection and
+  segmentation in `plan_stack.camera`, annotation pieces and the rosbag2
+  writer in `plan_stack.data`;
 * node side: the simulator node's physics thread, rate dividers, clock and
   camera publishing and pose/camera_info messages (`node_common`), the arm
   bridge node (`arm_bridge_node`, wiring only); JointTrajectory conversion is

@@ -4,7 +4,7 @@
 `franka_bridge`) decide, as plain calls that return decisions; the nodes
 convert messages, hold the lock, publish the commands and report.
 
-* Commands (`accept`): a trajectory is validated (`embodiments.validation`:
+* Commands (`accept`): a trajectory is validated (`trajectory.checks`:
   names, timing, finiteness, URDF + config limits on the curve the
   controllers will actually follow, starting from the present reference),
   refused with an error code and message, or re-stamped (a zero stamp
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from plan_stack.embodiments.validation import (
+from plan_stack.trajectory.checks import (
     GOAL_TOLERANCE_VIOLATED,
     INVALID_GOAL,
     PATH_TOLERANCE_VIOLATED,

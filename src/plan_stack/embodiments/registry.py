@@ -67,7 +67,7 @@ class Robot:
     #: what a successful demonstration means, for the summary line of `record-demos`
     success_means: str = "solved"
     # --- closed-loop episodes (`plan-stack run-episodes`) ---
-    #: success criterion of an episode: a kind in `plan_stack.closed_loop.criterion.CRITERIA`
+    #: success criterion of an episode: a kind in `plan_stack.eval.episodes.criterion.CRITERIA`
     success_criterion: str = "success_flag"
     #: default sim-time budget of an episode (s)
     episode_time_limit_s: float = 15.0

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from plan_stack.engines.device import EngineError
+from plan_stack.device import EngineError
 from plan_stack.manifests import read_json_manifest
 
 __all__ = ["OPSET", "MANIFEST", "DraftPass", "VisionEncoder", "export_flow_step", "export_drafter",

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from plan_stack.engines.device import EngineError, Placement, onnx_providers, resolve_placement
+from plan_stack.device import EngineError, Placement, onnx_providers, resolve_placement
 from plan_stack.engines.export import read_manifest, vision_key
 
 __all__ = ["Runner", "OrtRunner", "TrtRunner", "tensorrt_status", "EngineSet", "EngineDrafter", "EngineVision",

@@ -95,7 +95,7 @@ _HELD: list = []
 def evaluate_one(bag: str, out_dir: Path, robot: str, overrides: dict, mode: str, rate: float, pictures: bool,
                  progress: bool) -> dict[str, Any]:
     """Replay and report one bag; a bag that cannot be evaluated gives {"bag", "error"}."""
-    from plan_stack.eval.replay import EvalError, ReplayConfig, replay_bag
+    from plan_stack.eval.bag_replay import EvalError, ReplayConfig, replay_bag
     from plan_stack.eval.report import bag_report
 
     bar = None
@@ -144,7 +144,7 @@ def with_device(overrides: dict[str, dict[str, Any]], robot: str, device: str | 
     """`overrides` plus `device` for the robot's model-running nodes (planner, chunker) that the replay starts."""
     if device is None:
         return overrides
-    from plan_stack.eval.replay import is_evaluated
+    from plan_stack.eval.bag_replay import is_evaluated
     from plan_stack.robot_config import load_robot_config
 
     out = {k: dict(v) for k, v in overrides.items()}
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     if args.decoder:
         overrides.setdefault("planner", {})["decoder"] = args.decoder
     from plan_stack.config import ConfigError
-    from plan_stack.eval.replay import evaluated_nodes
+    from plan_stack.eval.bag_replay import evaluated_nodes
 
     named: set[str | None] = {args.robot or robot_of(b) for b in args.bags}
     for robot in sorted(r for r in named if r is not None):

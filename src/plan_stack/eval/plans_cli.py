@@ -18,7 +18,7 @@ import re
 import statistics
 import sys
 
-from plan_stack.engines.device import EngineError, add_device_arguments, placement_from_args
+from plan_stack.device import EngineError, add_device_arguments, placement_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -42,7 +42,7 @@ from rclpy.node import Node
 
 from plan_stack.action import PlanRequest
 from plan_stack.config import ConfigError, param, validate
-from plan_stack.engines.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
+from plan_stack.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
 from plan_stack.engines.runtime import PlannerEngines
 from plan_stack.msg import Observation, PlanFeatures, Primitive, VisualPlan
 from plan_stack.paths import find_data

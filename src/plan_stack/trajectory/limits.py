@@ -13,21 +13,25 @@ their own rate limit on consecutive position differences.
 `Limits` is the one limits type of the stack: the stitcher builds it for its
 continuous joints from its configuration; the bridges build it per named joint
 (`Limits.for_joints`) from the URDF and their configuration, with no jerk
-limit (infinite) where the robot has none.
+limit (infinite) where the robot has none; `limits_from_urdf` reads a URDF's
+position and velocity limits (`find_urdf` finds the package's own).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
+import os
+import xml.etree.ElementTree as ET
 
 import numpy as np
 
 from plan_stack.config import ConfigError
+from plan_stack.paths import find_data
 from plan_stack.trajectory.core import TrajectoryError
 
 __all__ = ["TrajectoryError", "LimitsError", "Limits", "LimitRule", "LimitReport", "SampledStates", "check_limits",
-           "CHECK_RTOL"]
+           "CHECK_RTOL", "find_urdf", "limits_from_urdf"]
 
 #: Relative slack of the final check: covers floating-point round-off only.
 CHECK_RTOL = 1e-9
@@ -326,3 +330,41 @@ class LimitRule:
                                   "but the bridge does not bound every joint")
             out["saturate_joints"] = self.exact_range_joints
         return out
+
+
+def find_urdf(path: str, filename: str) -> str:
+    """The URDF to read limits from: `path`, else urdf/<filename> of the package (see plan_stack.paths)."""
+    if path:
+        if not os.path.isfile(path):
+            raise LimitsError(f"urdf_path: no such file {path!r}")
+        return path
+    try:
+        return str(find_data("urdf", filename))
+    except FileNotFoundError as exc:
+        raise LimitsError(f"urdf_path: {exc}") from None
+
+
+def limits_from_urdf(path: str) -> dict[str, tuple[float, float, float]]:
+    """Joint name -> (lower, upper, velocity) of every limited joint in a URDF.
+
+    Continuous joints get infinite position limits; a revolute/prismatic
+    joint without a `<limit>` element is an error (the URDF spec requires one).
+    """
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise LimitsError(f"urdf: cannot read {path}: {exc}") from None
+    out: dict[str, tuple[float, float, float]] = {}
+    for joint in root.iter("joint"):
+        kind, name = joint.get("type"), joint.get("name") or ""
+        if kind in ("fixed", "floating", "planar"):
+            continue
+        lim = joint.find("limit")
+        if lim is None:
+            raise LimitsError(f"urdf: joint {name!r} ({kind}) has no <limit>")
+        vel = float(lim.get("velocity", "inf"))
+        if kind == "continuous":
+            out[name] = (-math.inf, math.inf, vel)
+        else:
+            out[name] = (float(lim.get("lower", "0")), float(lim.get("upper", "0")), vel)
+    return out

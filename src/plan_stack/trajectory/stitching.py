@@ -32,7 +32,7 @@ at or before now.
 Safety. Every trajectory is checked against the limits before it is returned:
 sample-wise (`check_limits`), then its interpolated curve as published (lead,
 stamp, the controller's predicted reference at the stamp) with the bridges'
-own check (`embodiments.validation.check_trajectory`, the same function, not a
+own check (`trajectory.checks.check_trajectory`, the same function, not a
 copy) against the bridge's limits (`bridge_*`, else the stitcher's own). The
 MPC's samples are the knots of a piecewise cubic that the quintic reproduces
 exactly, and its brake condition keeps the velocity between samples within
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 import numpy as np
 
 # The bridges' own trajectory check (ROS-free): the stitcher runs the very function the bridge runs.
-from plan_stack.embodiments.validation import Verdict, check_trajectory
+from plan_stack.trajectory.checks import Verdict, check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import GRID_EPS as _TIME_EPS
 from plan_stack.trajectory.core import Reference, Trajectory

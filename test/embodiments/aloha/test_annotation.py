@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from plan_stack.camera import project_points, world_to_camera
 from plan_stack.data.annotation import KeyframeInput, box_from_mask
 from plan_stack.embodiments.aloha.annotation import build_annotation
 from plan_stack.embodiments.aloha.expert import Subtask, plan_episode, replay
 from plan_stack.embodiments.aloha.sim import AlohaSim, CameraRenderer
-from plan_stack.embodiments.camera import project_points, world_to_camera
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from plan_stack.embodiments.aloha.bridge import (
     split_for_controllers,
 )
 from plan_stack.embodiments.aloha.model import JOINT_NAMES, load_model
-from plan_stack.embodiments.validation import LimitsError, stop_trajectory
+from plan_stack.trajectory.checks import LimitsError, stop_trajectory
 from plan_stack.trajectory.core import Reference, Spline, Trajectory
 
 

@@ -7,7 +7,7 @@ import pytest
 from plan_stack.config import ConfigError
 from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
 from plan_stack.embodiments.franka.model import READY_POSE
-from plan_stack.embodiments.validation import INVALID_GOAL, INVALID_JOINTS, LimitsError, check_trajectory
+from plan_stack.trajectory.checks import INVALID_GOAL, INVALID_JOINTS, LimitsError, check_trajectory
 from plan_stack.trajectory.core import Reference, Trajectory
 
 CFG = FrankaBridgeConfig()

@@ -8,7 +8,7 @@ from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, load_limits
 from plan_stack.embodiments.franka.expert import ExpertConfig, IKError, run_episode, solve_ik
 from plan_stack.embodiments.franka.model import READY_POSE
 from plan_stack.embodiments.franka.sim import FrankaSim
-from plan_stack.embodiments.validation import check_trajectory
+from plan_stack.trajectory.checks import check_trajectory
 from plan_stack.trajectory.core import Reference
 
 

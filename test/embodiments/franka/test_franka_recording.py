@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from plan_stack.camera import CameraModel, project_points, world_to_camera
 from plan_stack.data.bags import read_bag
 from plan_stack.data.recording import RecordOptions
-from plan_stack.embodiments.camera import CameraModel, project_points, world_to_camera
 from plan_stack.embodiments.franka.recording import FORMAT, record_episode
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.embodiments.camera import project_points, world_to_camera
+from plan_stack.camera import project_points, world_to_camera
 from plan_stack.embodiments.franka.model import READY_POSE, FrankaModelError, model_to_real, real_to_model
 from plan_stack.embodiments.franka.sim import MAX_GRIPPER_SPEED_MPS, Cameras, FrankaSim
 from plan_stack.trajectory.core import Trajectory, TrajectoryFollower

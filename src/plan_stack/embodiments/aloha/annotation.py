@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from plan_stack.camera import CameraModel
 from plan_stack.data.annotation import (
     KeyframeInput,
     Subtask,
@@ -27,7 +28,6 @@ from plan_stack.data.annotation import (
     subtasks_annotation,
 )
 from plan_stack.embodiments.aloha.model import ARMS
-from plan_stack.embodiments.camera import CameraModel
 
 __all__ = ["FORMAT", "build_annotation", "read_annotation"]
 

@@ -13,7 +13,6 @@ import dataclasses
 import numpy as np
 
 from plan_stack.config import ConfigError, param, validate
-from plan_stack.embodiments import validation
 from plan_stack.embodiments.aloha.model import (
     ARM_JOINTS,
     GRIPPER_CLOSE_M,
@@ -21,9 +20,9 @@ from plan_stack.embodiments.aloha.model import (
     JOINT_NAMES,
     gripper_to_joint,
 )
-from plan_stack.embodiments.validation import limits_from_urdf
 from plan_stack.trajectory.core import Trajectory
-from plan_stack.trajectory.limits import Limits, LimitsError
+from plan_stack.trajectory.limits import Limits, LimitsError, limits_from_urdf
+from plan_stack.trajectory.limits import find_urdf as find_package_urdf
 
 __all__ = ["AlohaBridgeConfig", "find_urdf", "load_limits", "split_for_controllers", "ARM_CONTROLLER_JOINTS"]
 
@@ -98,7 +97,7 @@ class AlohaBridgeConfig:
 
 def find_urdf(path: str = "") -> str:
     """The URDF to read limits from: `path`, else urdf/aloha.urdf of the source tree or install."""
-    return validation.find_urdf(path, "aloha.urdf")
+    return find_package_urdf(path, "aloha.urdf")
 
 
 def load_limits(cfg: AlohaBridgeConfig) -> Limits:

@@ -56,7 +56,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from plan_stack.embodiments.camera import CameraModel, optical_pose, pinhole_model
+from plan_stack.camera import CameraModel, optical_pose, pinhole_model
 
 __all__ = [
     "ARMS", "ARM_JOINTS", "JOINT_NAMES", "CAMERAS", "TASKS", "TaskSpec",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from plan_stack.camera import segmentation_ids
 from plan_stack.embodiments.aloha.model import (
     ARM_JOINTS,
     ARMS,
@@ -23,7 +24,6 @@ from plan_stack.embodiments.aloha.model import (
     load_model,
     task_spec,
 )
-from plan_stack.embodiments.camera import segmentation_ids
 
 __all__ = ["AlohaSim", "CameraRenderer", "RigControllers", "MAX_REWARD"]
 

@@ -51,10 +51,10 @@ from typing import Any
 
 import numpy as np
 
+from plan_stack.camera import project_points, world_to_camera
 from plan_stack.data.annotation import box_from_mask, write_annotation
 from plan_stack.data.bags import BagWriter
 from plan_stack.data.recording import check_image_size, every_steps, new_bag_path
-from plan_stack.embodiments.camera import project_points, world_to_camera
 from plan_stack.embodiments.drive.bridge import DriveBridge, DriveBridgeConfig, EgoState
 from plan_stack.embodiments.drive.expert import DriverConfig, ScriptedDriver, follow_waypoints
 from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit

@@ -20,8 +20,7 @@ import math
 
 import numpy as np
 
-from plan_stack.config import param, validate
-from plan_stack.embodiments.camera import (
+from plan_stack.camera import (
     CameraModel,
     optical_pose,
     pinhole_model,
@@ -29,6 +28,7 @@ from plan_stack.embodiments.camera import (
     segmentation_ids,
     world_to_camera,
 )
+from plan_stack.config import param, validate
 from plan_stack.embodiments.drive.errors import DriveConfigError, DriveError
 from plan_stack.embodiments.drive.vehicle import BicycleState, VehicleParams, step
 

@@ -5,7 +5,7 @@ gripper width (m, 0 … 0.08, the franka_gripper convention). The robot (or
 the simulator) has a joint_trajectory_controller for the arm
 (`<arm_controller>/joint_trajectory`) and the Franka Hand, which takes
 move commands (width, speed) like franka_gripper's `move` action. This
-module owns the mapping and the limits (rules in `embodiments.validation`):
+module owns the mapping and the limits (rules in `trajectory.checks`):
 
 * arm position and velocity limits from `urdf/franka.urdf` (the published
   Panda/FR3 values), acceleration and jerk limits from its
@@ -21,10 +21,9 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from plan_stack.config import ConfigError, param, validate
-from plan_stack.embodiments import validation
 from plan_stack.embodiments.franka.model import DEFAULT_JOINT_NAMES, MAX_WIDTH_M
-from plan_stack.embodiments.validation import limits_from_urdf
-from plan_stack.trajectory.limits import Limits, LimitsError
+from plan_stack.trajectory.limits import Limits, LimitsError, limits_from_urdf
+from plan_stack.trajectory.limits import find_urdf as find_package_urdf
 
 __all__ = ["FrankaBridgeConfig", "find_urdf", "load_limits", "gripper_move"]
 
@@ -100,7 +99,7 @@ class FrankaBridgeConfig:
 
 def find_urdf(path: str = "") -> str:
     """`path`, else urdf/franka.urdf of the source tree or an install share/ folder."""
-    return validation.find_urdf(path, "franka.urdf")
+    return find_package_urdf(path, "franka.urdf")
 
 
 def _higher_order_limits(path: str) -> dict[str, tuple[float, float]]:

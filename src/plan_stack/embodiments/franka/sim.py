@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from plan_stack.embodiments.camera import optical_pose, pinhole_model, segmentation_ids
+from plan_stack.camera import optical_pose, pinhole_model, segmentation_ids
 from plan_stack.embodiments.franka.model import (
     ARM_JOINTS,
     CAMERAS,
