@@ -50,7 +50,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SIZES = {
     # name: tiny_target kwargs (Qwen3-VL shaped)
-    # the shape of the shipped models' targets (planning.training_cli.RECIPES): 2.1 M parameters
+    # the shape of the shipped models' targets (the robots' profiles, plan_stack.robots): 2.1 M parameters
     "2m": dict(hidden=192, layers=4, heads=4, kv_heads=2, head_dim=32, vision_hidden=96, vision_depth=2,
                vision_patch=8),
     "9m": dict(hidden=256, layers=8, heads=4, kv_heads=2, head_dim=64, intermediate=1024, vision_hidden=128,

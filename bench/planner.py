@@ -100,9 +100,10 @@ def _demo_frames(robot, pattern, model):
     the frames the shipped model was trained on, instead of random pixels (None without `--demos`)."""
     if not pattern:
         return None
-    from plan_stack.data.episodes import ROBOTS, load_keyframes
+    from plan_stack.data.episodes import load_keyframes
+    from plan_stack.robots import profile
 
-    kfs = load_keyframes(pattern.format(robot=robot), ROBOTS[robot], model.image_size, limit=2)
+    kfs = load_keyframes(pattern.format(robot=robot), profile(robot).learning, model.image_size, limit=2)
     return [kf.images for kf in kfs]
 
 

@@ -593,21 +593,20 @@ def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30
 
     from plan_stack.config import field_kinds, from_mapping
     from plan_stack.embodiments.arm_bridge import ArmBridge, ArmBridgeSettings
-    from plan_stack.embodiments.registry import robot_of_bridge
+    from plan_stack.embodiments.registry import joint_limits
     from plan_stack.robot_config import load_robot_config
+    from plan_stack.robots import profile_of_bridge
 
     rows = []
     for robot in robots:
         nodes = {n.name: n for n in load_robot_config(robot).nodes}
         spec = next(n for n in nodes.values() if n.executable == "stitcher")
-        bnode = next(n for n in nodes.values() if (r := robot_of_bridge(n.executable)) is not None
-                     and r.bridge_limits is not None)
-        bridge_robot = robot_of_bridge(bnode.executable)
-        assert bridge_robot is not None
+        bnode, bridge_robot = next((n, r) for n in nodes.values() if (r := profile_of_bridge(n.executable)) is not None
+                                   and r.parts.bridge_limits is not None)
         known = field_kinds(StitcherConfig)
         cfg = from_mapping(StitcherConfig, {k: v for k, v in spec.parameters.items() if k in known})
         lead = float(spec.parameters.get("point_lead_s", 0.0))
-        blim = bridge_robot.joint_limits(bnode.parameters)
+        blim = joint_limits(bridge_robot, bnode.parameters)
         names = cfg.joint_names
         D = len(names)
         blim = blim.subset([blim.joint_names.index(n) for n in names])

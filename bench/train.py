@@ -35,20 +35,20 @@ import torch
 from report import add_json_option, report  # bench/report.py: shared table + JSON output
 
 from plan_stack.actions.train_features import keyframe_features
-from plan_stack.data.episodes import ROBOTS, load_keyframes
+from plan_stack.data.episodes import load_keyframes
 from plan_stack.paths import find_data
 from plan_stack.planning.model_dir import PlannerModel, load_planner_model
 from plan_stack.planning.samples import KeyframeSamples, fit_ranges, response_tokens
 from plan_stack.planning.training import drafter as TR
 from plan_stack.planning.training import target as TT
 from plan_stack.recipes.train import (
-    RECIPES,
     ar_selection,
     build_drafter,
     build_target,
     located_centre,
     usable_cores,
 )
+from plan_stack.robots import profile, robot_names
 
 COLUMNS = ["stage", "ranks", "threads_per_rank", "per_pass", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",
            "x_vs_first"]
@@ -56,7 +56,7 @@ COLUMNS = ["stage", "ranks", "threads_per_rank", "per_pass", "rep", "steps", "se
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--robot", default="drive", choices=sorted(RECIPES))
+    ap.add_argument("--robot", default="drive", choices=robot_names())
     ap.add_argument("--data", required=True, help="a recorded split (record-demos output) to train on")
     ap.add_argument("--keyframes", type=int, default=400, help="keyframes read from --data (default 400)")
     ap.add_argument("--steps", type=int, default=60, help="optimiser steps per run (default 60)")
@@ -70,7 +70,7 @@ def main() -> None:
     add_json_option(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    recipe, spec = RECIPES[args.robot], ROBOTS[args.robot]
+    recipe, spec = profile(args.robot).recipe, profile(args.robot).learning
     keyframes = load_keyframes(args.data, spec, recipe.image_size)[:args.keyframes]
     if not keyframes:
         raise SystemExit(f"{args.data}: no keyframes")

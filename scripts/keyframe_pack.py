@@ -17,13 +17,14 @@ import sys
 
 
 def write(args: argparse.Namespace) -> int:
-    from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
+    from plan_stack.data.episodes import data_fingerprint, load_keyframes
     from plan_stack.paths import find_data
     from plan_stack.planning.model_dir import load_planner_model
+    from plan_stack.robots import profile
 
     model = load_planner_model(args.model or str(find_data("models", args.robot)))
-    keyframes = load_keyframes(args.demos, ROBOTS[args.robot], model.required_image_size(), limit=args.episodes,
-                               progress=True)
+    keyframes = load_keyframes(args.demos, profile(args.robot).learning, model.required_image_size(),
+                               limit=args.episodes, progress=True)
     pack = {"robot": args.robot, "demos": args.demos, "fingerprint": data_fingerprint([args.demos]),
             "image_size": model.required_image_size(), "keyframes": keyframes}
     with lzma.open(args.out, "wb", preset=6) as fh:

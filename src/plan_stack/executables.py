@@ -2,8 +2,11 @@
 
 setup.py turns it into console entry points (pip install), CMakeLists.txt into
 wrapper scripts in lib/plan_stack (`ros2 run plan_stack <node>`) and bin/, and
-the bring-up into node classes. Run as a script it prints the table for CMake,
-so it must not import anything from plan_stack.
+the bring-up into node classes. The robots' own nodes (simulator, bridge) come
+from their profiles (`plan_stack.robots`, plain data, standard library only), so
+this file imports nothing else from plan_stack: CMake runs it as a script
+(`--cmake` prints the table) and setup.py with runpy, before anything is
+installed, and both find the package beside this file.
 
 A node's module provides `main()` (standalone process) and the class named in
 NODE_CLASSES (bring-up in one process). Its file is named after the executable:
@@ -14,17 +17,18 @@ robot's `<robot>_<role>` executables live in `embodiments/<robot>/<role>_node.py
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # a script (CMake) or runpy (setup.py): the package is not importable yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from plan_stack.robots import PROFILES  # noqa: E402 - after the path above
 
 # Node executables, installed to lib/plan_stack.  Add a node here only when it
 # exists and works: `plan-stack up` and the launch files start what is listed
 # in config/<robot>.yaml and check it against this table.
 NODES: dict[str, str] = {
-    "aloha_sim": "plan_stack.embodiments.aloha.sim_node:main",
-    "aloha_bridge": "plan_stack.embodiments.aloha.bridge_node:main",
-    "drive_sim": "plan_stack.embodiments.drive.sim_node:main",
-    "drive_bridge": "plan_stack.embodiments.drive.bridge_node:main",
-    "franka_sim": "plan_stack.embodiments.franka.sim_node:main",
-    "franka_bridge": "plan_stack.embodiments.franka.bridge_node:main",
+    **{e.name: f"{p.package}.{e.main}" for _, p in sorted(PROFILES.items()) for e in p.executables()},
     "ingest": "plan_stack.ingest.ingest_node:main",
     "stitcher": "plan_stack.trajectory.stitcher_node:main",
     "chunker": "plan_stack.actions.chunker_node:main",
@@ -32,20 +36,17 @@ NODES: dict[str, str] = {
     "viz": "plan_stack.viz.viz_node:main",
 }
 
-# Node classes for in-process bring-up, keyed like NODES.
-NODE_CLASSES: dict[str, str] = {
-    "aloha_sim": "plan_stack.embodiments.aloha.sim_node:AlohaSimNode",
-    "aloha_bridge": "plan_stack.embodiments.aloha.bridge_node:AlohaBridgeNode",
-    "drive_sim": "plan_stack.embodiments.drive.sim_node:DriveSimNode",
-    "drive_bridge": "plan_stack.embodiments.drive.bridge_node:DriveBridgeNode",
-    "franka_sim": "plan_stack.embodiments.franka.sim_node:FrankaSimNode",
-    "franka_bridge": "plan_stack.embodiments.franka.bridge_node:FrankaBridgeNode",
-    "ingest": "plan_stack.ingest.ingest_node:IngestNode",
-    "stitcher": "plan_stack.trajectory.stitcher_node:StitcherNode",
-    "chunker": "plan_stack.actions.chunker_node:ChunkerNode",
-    "planner": "plan_stack.planning.planner_node:PlannerNode",
-    "viz": "plan_stack.viz.viz_node:VizNode",
+# Node classes for in-process bring-up, keyed like NODES: the class in the module of the node's NODES entry.
+_CLASS_NAMES: dict[str, str] = {
+    **{e.name: e.node_class for p in PROFILES.values() for e in p.executables()},
+    "ingest": "IngestNode",
+    "stitcher": "StitcherNode",
+    "chunker": "ChunkerNode",
+    "planner": "PlannerNode",
+    "viz": "VizNode",
 }
+NODE_CLASSES: dict[str, str] = {name: f"{target.partition(':')[0]}:{_CLASS_NAMES[name]}"
+                                for name, target in NODES.items()}
 
 # Commands installed to bin/.
 COMMANDS: dict[str, str] = {

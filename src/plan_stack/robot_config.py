@@ -35,8 +35,10 @@ from typing import Any
 import yaml
 
 from plan_stack.config import ConfigError
+from plan_stack.embodiments.registry import joint_limits
 from plan_stack.executables import NODES
 from plan_stack.paths import find_data
+from plan_stack.robots import profile_of_bridge
 
 __all__ = ["NodeSpec", "RobotConfig", "config_dir", "load_robot_config", "resolve_config_path", "ros_parameter_files"]
 
@@ -210,7 +212,6 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
 
 def _derive_limits(spec: NodeSpec, rule: dict, nodes: dict[str, NodeSpec]) -> None:
     """Fill a stitcher's limit parameters from its bridge's limits (docs/trajectory.md, "Limits")."""
-    from plan_stack.embodiments.registry import robot_of_bridge
     from plan_stack.trajectory.limits import LimitRule
 
     where = f"nodes.{spec.name}.limits_from"
@@ -219,15 +220,15 @@ def _derive_limits(spec: NodeSpec, rule: dict, nodes: dict[str, NodeSpec]) -> No
     bridge = nodes.get(str(bridge_name))
     if bridge is None:
         raise ConfigError(f"{where}.bridge: no node {bridge_name!r} in this config (known: {sorted(nodes)})")
-    robot = robot_of_bridge(bridge.executable)
-    if robot is None or robot.bridge_limits is None:
+    robot = profile_of_bridge(bridge.executable)
+    if robot is None or robot.parts.bridge_limits is None:
         raise ConfigError(f"{where}.bridge: {bridge_name} ({bridge.executable}) is not a joint-space bridge")
     known = {f.name for f in dataclasses.fields(LimitRule)}
     unknown = sorted(set(rule) - known)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key (known: bridge, {', '.join(sorted(known))})")
     try:
-        derived = LimitRule(**rule).stitcher_limits(robot.joint_limits(bridge.parameters),
+        derived = LimitRule(**rule).stitcher_limits(joint_limits(robot, bridge.parameters),
                                                     spec.parameters.get("joint_names", ()),
                                                     spec.parameters.get("discrete_joints", ()))
     except ValueError as exc:

@@ -11,10 +11,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def test_teacher_forced_features_equal_the_decoders_plan_features():
     from plan_stack.actions.train_features import keyframe_features
-    from plan_stack.data.episodes import ROBOTS, Keyframe
+    from plan_stack.data.episodes import Keyframe
     from plan_stack.planning.model_dir import PlannerModel
     from plan_stack.planning.samples import make_sample
     from plan_stack.planning.target import tiny_target
+    from plan_stack.robots import profile
 
     target = tiny_target("vl", layers=2, seed=4)
     model = PlannerModel("unsaved", target, None, {
@@ -27,7 +28,7 @@ def test_teacher_forced_features_equal_the_decoders_plan_features():
     kfs = [Keyframe("e", 0, i, 0.5 * i, "do it", subtask, [(rng.random((32, 32, 3)) * 255).astype(np.uint8)],
                     [pts + 0.01 * i, pts + 0.02], [np.full((10, 2), np.nan)] * 2, {}, (32, 32))
            for i, subtask in enumerate(["reach", "reach the red cube now", "lift"])]
-    spec = ROBOTS["aloha"]
+    spec = profile("aloha").learning
     batched = keyframe_features(model, kfs, spec, batch=2)
     assert len(batched) == 3
     for kf, feats in zip(kfs, batched):

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from plan_stack.config import ConfigError, field_kinds, from_mapping
-from plan_stack.embodiments.registry import robot_of_bridge
+from plan_stack.embodiments.registry import joint_limits
 from plan_stack.robot_config import config_dir, load_robot_config
+from plan_stack.robots import profile_of_bridge
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.limits import LimitRule
 from plan_stack.trajectory.stitching import joint_columns, limits_from_config
@@ -17,8 +18,8 @@ CONFIGS = sorted(p.stem for p in config_dir().glob("*.yaml"))
 def _pairs(robot: str):
     """(stitcher config, bridge limits) for every stitcher and joint-space bridge in one robot config."""
     nodes = load_robot_config(robot).nodes
-    bridges = [(s, robot_of_bridge(s.executable)) for s in nodes]
-    bridges = [(s, r) for s, r in bridges if r is not None and r.bridge_limits is not None]
+    bridges = [(s, profile_of_bridge(s.executable)) for s in nodes]
+    bridges = [(s, r) for s, r in bridges if r is not None and r.parts.bridge_limits is not None]
     for spec in nodes:
         if spec.executable != "stitcher":
             continue
@@ -26,7 +27,7 @@ def _pairs(robot: str):
         cfg = from_mapping(StitcherConfig, {k: v for k, v in spec.parameters.items() if k in known})
         assert bridges, f"{robot}: a stitcher without a joint-space bridge"
         for bridge, r in bridges:
-            yield cfg, r.joint_limits(bridge.parameters)
+            yield cfg, joint_limits(r, bridge.parameters)
 
 
 @pytest.mark.parametrize("robot", CONFIGS)

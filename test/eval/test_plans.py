@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.data.episodes import ROBOTS, Keyframe
+from plan_stack.data.episodes import Keyframe
 from plan_stack.eval import plans as EV
+from plan_stack.robots import profile
 
 
 def _kf(index, points, subtask="reach", boxes=None, seed=0):
@@ -19,7 +20,7 @@ def _line(offset):
 
 
 def test_row_has_known_ade_fde_sr_outliers_and_subtask_match():
-    spec = ROBOTS["aloha"]
+    spec = profile("aloha").learning
     kf = _kf(0, [_line(0), _line(0)])
     s = EV.Scorer("ar", spec.arms)
     # left exact, right 4 cm off at every waypoint; sub-task right
@@ -42,7 +43,7 @@ def test_row_has_known_ade_fde_sr_outliers_and_subtask_match():
 
 
 def test_box_iou_counts_missing_boxes_as_zero():
-    spec = ROBOTS["franka"]
+    spec = profile("franka").learning
     kf = _kf(0, [_line(0)], boxes={"cube": (0, 0, 2, 2)})
     s = EV.Scorer("ar", spec.arms, spec.box_objects)
     s.add(kf, EV.Prediction("reach.", [_line(0)], [np.full((4, 2), 10.0)], {"cube": (1, 0, 3, 2)}))
@@ -71,7 +72,7 @@ def test_blind_baseline_boxes_are_in_name_order_so_a_rebuild_writes_the_same_byt
 
 
 def test_first_keyframe_end_error_counts_only_episode_starts():
-    spec = ROBOTS["aloha"]
+    spec = profile("aloha").learning
     s = EV.Scorer("ar", spec.arms)
     off = np.array([0, 0.1, 0])
     uv = [np.full((4, 2), 10.0)] * 2

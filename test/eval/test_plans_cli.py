@@ -91,11 +91,11 @@ def test_demos_annotated_at_another_keyframe_period_are_named():
 
 @pytest.mark.parametrize("robot", ["franka", "drive"])
 def test_shipped_franka_and_drive_models_give_valid_plans(robot, tmp_path):
-    from plan_stack.data.episodes import ROBOTS
     from plan_stack.planning.model_dir import load_planner_model
+    from plan_stack.robots import profile
 
     model = load_planner_model(find_data("models", robot))
-    spec = ROBOTS[robot]
+    spec = profile(robot).learning
     assert model.drafter is not None and model.cameras == spec.cameras
     assert model.manifest["primitive_kinds"][-1] == spec.kind and model.manifest["gate_max_step_m"] > 0
     demos = tmp_path / "heldout"

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from plan_stack.data.episodes import ROBOTS, Keyframe
+from plan_stack.data.episodes import Keyframe
 from plan_stack.planning.fields import tokens_to_fields
 from plan_stack.planning.quantisation import merge_ranges
 from plan_stack.planning.samples import KeyframeSamples, fit_ranges, make_sample, primitives_of, response_tokens
 from plan_stack.planning.tool_call import tool_call_text
+from plan_stack.robots import profile
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def _kf(offset=0.0, boxes=None):
 
 
 def test_aloha_response_is_text_tool_call_block_eos(tiny_model):
-    spec = ROBOTS["aloha"]
+    spec = profile("aloha").learning
     kf = _kf()
     ids, spans = response_tokens(tiny_model.target, kf, spec, tiny_model.ranges)
     tok = tiny_model.target.tokenizer
@@ -57,7 +58,7 @@ def test_aloha_response_is_text_tool_call_block_eos(tiny_model):
 
 
 def test_keyframe_samples_build_each_sample_when_read_the_same_as_make_sample(tiny_model):
-    spec = ROBOTS["aloha"]
+    spec = profile("aloha").learning
     kfs = [_kf(0.0), _kf(0.05)]
     kfs[1].images = [np.full((32, 32, 3), 200, np.uint8)]
     lazy = KeyframeSamples(tiny_model, kfs, spec)
@@ -78,7 +79,7 @@ def test_keyframe_samples_build_each_sample_when_read_the_same_as_make_sample(ti
 
 
 def test_franka_response_has_the_box_before_the_trajectory(tiny_model):
-    spec = ROBOTS["franka"]
+    spec = profile("franka").learning
     kf = _kf(boxes={"cube": (3.0, 4.0, 9.0, 12.0)})
     kf.points, kf.uv = kf.points[:1], kf.uv[:1]
     prims = primitives_of(kf, spec)
@@ -94,7 +95,7 @@ def test_franka_response_has_the_box_before_the_trajectory(tiny_model):
 
 def test_fit_ranges_cover_the_data_with_margins():
     kfs = [_kf(0.0), _kf(0.1)]
-    ranges, workspace = fit_ranges(kfs, ROBOTS["aloha"], margin=0.05, grid=0.05)
+    ranges, workspace = fit_ranges(kfs, profile("aloha").learning, margin=0.05, grid=0.05)
     pts = np.concatenate([p for k in kfs for p in k.points])
     for i, axis in enumerate("xyz"):
         lo, hi = workspace["robot"][axis]

@@ -4,26 +4,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.data.episodes import ROBOTS, Keyframe
-from plan_stack.recipes.train import (
-    ONPOLICY_ROUNDS,
-    PLANNER_EXTRA_SPLITS,
-    RECIPES,
-    SPLITS,
-    gate_bound,
-    true_steps,
-)
+from plan_stack.data.episodes import Keyframe
+from plan_stack.recipes.train import gate_bound, true_steps
+from plan_stack.robots import PROFILES, Recipe, profile
 
 #: eval-head's tuning seeds (docs/closed_loop.md): never trained on either
 TUNING_SEEDS = set(range(300000, 300030))
 
 
-@pytest.mark.parametrize("robot", sorted(SPLITS))
+@pytest.mark.parametrize("robot", sorted(PROFILES))
 def test_splits_are_disjoint_seed_ranges_for_every_trainable_robot(robot):
-    assert robot in ROBOTS and robot in RECIPES
-    splits = SPLITS[robot]
-    rounds = [split for split, _ in ONPOLICY_ROUNDS.get(robot, ())]
-    assert set(splits) == {"train", "val", "heldout", *PLANNER_EXTRA_SPLITS.get(robot, {}), *rounds}
+    splits = profile(robot).splits
+    rounds = [split for split, _ in profile(robot).onpolicy_rounds]
+    assert set(splits) == {"train", "val", "heldout", *profile(robot).planner_extra_splits, *rounds}
     seeds = {name: set(range(first, first + n)) for name, (first, n) in splits.items()}
     assert all(len(s) > 0 for s in seeds.values())
     names = sorted(seeds)
@@ -36,13 +29,13 @@ def test_splits_are_disjoint_seed_ranges_for_every_trainable_robot(robot):
 def test_extra_planner_splits_record_with_options_record_demos_takes(tmp_path):
     from plan_stack.cli import main
 
-    for robot, extra in PLANNER_EXTRA_SPLITS.items():
-        for split, options in extra.items():
-            assert split in SPLITS[robot]
+    for robot, p in PROFILES.items():
+        for split, options in p.planner_extra_splits.items():
+            assert split in p.splits
             # the options parse for that robot (one tiny episode, nothing else)
             short = ["--duration", "1"] if robot == "drive" else []  # the last --duration given wins
             assert main(["record-demos", "--robot", robot, "--episodes", "1", "--width", "32", "--height", "32",
-                         "--seed", str(SPLITS[robot][split][0]), "--out", str(tmp_path / split), *options,
+                         "--seed", str(p.splits[split][0]), "--out", str(tmp_path / split), *options,
                          *short]) == 0
 
 
@@ -83,7 +76,7 @@ def test_gate_bound_is_the_factor_times_the_largest_true_step():
 
 
 def test_step_change_bound_is_the_factor_times_the_largest_true_second_difference():
-    from plan_stack.recipes.train import Recipe, gate_manifest
+    from plan_stack.recipes.train import gate_manifest
 
     a = _kf([[[0, 0, 0], [0.03, 0, 0], [0.03, 0.04, 0]], [[0, 0, 0], [0, 0, 0.01]]])  # change |(-0.03, 0.04)|
     b = _kf([[[0, 0, 0], [0.01, 0, 0], [0.03, 0, 0], [0.06, 0, 0]]])  # changes 0.01, 0.01
@@ -127,9 +120,9 @@ def test_gate_bound_refuses_a_split_without_tracks():
         gate_bound([_kf([[[0, 0, 0]]])], 1.5)
 
 
-@pytest.mark.parametrize("robot", sorted(RECIPES))
+@pytest.mark.parametrize("robot", sorted(PROFILES))
 def test_heads_train_only_on_splits_the_robot_records(robot):
-    assert set(RECIPES[robot].head_extra_splits) <= set(PLANNER_EXTRA_SPLITS.get(robot, {}))
+    assert set(profile(robot).recipe.head_extra_splits) <= set(profile(robot).planner_extra_splits)
 
 
 def test_selection_keeps_every_episode_start_besides_the_spaced_keyframes():
@@ -147,13 +140,13 @@ def test_selection_keeps_every_episode_start_besides_the_spaced_keyframes():
 def test_located_centre_is_the_first_box_objects_centre_in_image_fractions():
     from types import SimpleNamespace
 
-    from plan_stack.data.episodes import ROBOTS
     from plan_stack.recipes.train import located_centre
 
     kf = SimpleNamespace(boxes={"box": (100.0, 50.0, 110.0, 70.0)}, camera_size=(200, 100))
-    assert located_centre(kf, ROBOTS["aloha"]) == (0.525, 0.6)
-    assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), ROBOTS["aloha"]) is None
-    assert located_centre(kf, ROBOTS["drive"]) is None  # no located object for driving
+    aloha, drive = profile("aloha").learning, profile("drive").learning
+    assert located_centre(kf, aloha) == (0.525, 0.6)
+    assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), aloha) is None
+    assert located_centre(kf, drive) is None  # no located object for driving
 
 
 def test_located_centre_largest_is_the_biggest_box_in_view():
@@ -161,23 +154,23 @@ def test_located_centre_largest_is_the_biggest_box_in_view():
 
     import pytest
 
-    from plan_stack.data.episodes import ROBOTS
-    from plan_stack.recipes.train import RECIPES, located_centre
+    from plan_stack.recipes.train import located_centre
 
     kf = SimpleNamespace(boxes={"obstacle_0": (10.0, 40.0, 14.0, 44.0), "obstacle_3": (100.0, 40.0, 140.0, 80.0),
                                 "obstacle_5": (150.0, 40.0, 151.0, 41.0)}, camera_size=(200, 100))
-    assert located_centre(kf, ROBOTS["drive"], "largest") == (0.6, 0.6)  # the nearest (largest) obstacle
-    assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), ROBOTS["drive"], "largest") is None
+    drive = profile("drive").learning
+    assert located_centre(kf, drive, "largest") == (0.6, 0.6)  # the nearest (largest) obstacle
+    assert located_centre(SimpleNamespace(boxes={}, camera_size=(200, 100)), drive, "largest") is None
     with pytest.raises(ValueError, match="unknown rule"):
-        located_centre(kf, ROBOTS["drive"], "nearest")
-    assert {r.locate for r in RECIPES.values()} <= {"first", "largest"}
-    for robot, recipe in RECIPES.items():  # a "first" rule needs an object to be first
-        assert recipe.target_locate_weight == 0 or recipe.locate == "largest" or ROBOTS[robot].box_objects
+        located_centre(kf, drive, "nearest")
+    assert {p.recipe.locate for p in PROFILES.values()} <= {"first", "largest"}
+    for p in PROFILES.values():  # a "first" rule needs an object to be first
+        assert p.recipe.target_locate_weight == 0 or p.recipe.locate == "largest" or p.learning.box_objects
 
 
 def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkeypatch):
     import plan_stack.cli
-    from plan_stack.recipes.train import ONPOLICY_ROUNDS, SPLITS, record_splits
+    from plan_stack.recipes.train import record_splits
 
     calls = []
     monkeypatch.setattr(plan_stack.cli, "main", lambda argv: calls.append(argv) or 0)
@@ -185,9 +178,9 @@ def test_every_split_is_recorded_with_the_robots_record_options(tmp_path, monkey
     (tmp_path / "val" / "drive_200000.json").write_text("{}")  # a recorded split is kept
     record_splits("drive", str(tmp_path), lambda msg: None)
     # the on-policy rounds' splits are the on-policy stage's: each needs the model the stage before wrote
-    rounds = {split for split, _ in ONPOLICY_ROUNDS["drive"]}
+    rounds = {split for split, _ in profile("drive").onpolicy_rounds}
     assert rounds == {"onpolicy", "onpolicy2", "onpolicy3", "onpolicy4", "onpolicy6"}
-    assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in SPLITS["drive"]
+    assert [c[c.index("--out") + 1] for c in calls] == [str(tmp_path / s) for s in profile("drive").splits
                                                         if s != "val" and s not in rounds]
     for argv in calls:  # driving keyframes every 0.5 s in every split, train and held-out alike
         assert argv[argv.index("--keyframe-period") + 1] == "0.5"
@@ -207,7 +200,7 @@ def test_a_split_is_read_once_per_process_while_its_fingerprint_holds(tmp_path, 
 
     monkeypatch.setattr(plan_stack.data.episodes, "load_keyframes", counting_load)
     monkeypatch.setattr(TC, "_LOADED_SPLITS", {})
-    split, spec = str(tmp_path / "train"), ROBOTS["drive"]
+    split, spec = str(tmp_path / "train"), profile("drive").learning
     first = TC._split_keyframes(split, spec, (80, 80), {"sha256": "a"})
     again = TC._split_keyframes(split, spec, (80, 80), {"sha256": "a"})
     assert again == first and len(reads) == 1
@@ -239,7 +232,7 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
 
     opts = DriveRecordOptions(width=112, height=112, duration_s=2.0, camera_rate_hz=2.0, keyframe_period_s=0.5)
     policy = PlannerDriver("drive")
-    for split, (seed, _) in SPLITS["drive"].items():
+    for split, (seed, _) in profile("drive").splits.items():
         if split != "heldout":
             record_episode(seed, tmp_path / "data" / split, opts, policy=policy if split == "onpolicy" else None)
     shipped = find_data("models", "drive")
@@ -252,7 +245,7 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     before = json.loads((shipped / "manifest.json").read_text())
     assert manifest["coordinate_ranges"] == before["coordinate_ranges"]
     assert manifest["initialised_from"]["model_dir"] == str(shipped)
-    assert manifest["data"]["planner_trains_on"] == ["train", *PLANNER_EXTRA_SPLITS["drive"], "onpolicy"]
+    assert manifest["data"]["planner_trains_on"] == ["train", *profile("drive").planner_extra_splits, "onpolicy"]
     assert manifest["recipe"]["target_locate_weight"] == 0.0 and manifest["target_training"]["steps"] == 2
     assert manifest["target_training"]["ranks"] == manifest["drafter_training"]["ranks"] == 2
     tuned, start = load_planner_model(out), load_planner_model(shipped)
@@ -273,21 +266,19 @@ def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_p
     import dataclasses
     import json
 
-    import plan_stack.recipes.train as TC
     from plan_stack.cli import main
     from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
 
-    monkeypatch.setitem(TC.RECIPES, "drive", dataclasses.replace(
-        TC.RECIPES["drive"], onpolicy_target_steps=2, onpolicy_drafter_steps=2, onpolicy_final_drafter_steps=3,
-        val_keyframes=2))
-    monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy", (600000, 1))
-    monkeypatch.setitem(TC.SPLITS["drive"], "onpolicy2", (610000, 1))
-    monkeypatch.setitem(TC.ONPOLICY_ROUNDS, "drive", (
-        ("onpolicy", ("--duration", "1")),
-        ("onpolicy2", ("--duration", "1", "--policy-latency", "0.1", "--policy-latency-max", "0.5"))))
+    drive = profile("drive")
+    monkeypatch.setitem(PROFILES, "drive", dataclasses.replace(
+        drive, recipe=dataclasses.replace(drive.recipe, onpolicy_target_steps=2, onpolicy_drafter_steps=2,
+                                          onpolicy_final_drafter_steps=3, val_keyframes=2),
+        splits={**drive.splits, "onpolicy": (600000, 1), "onpolicy2": (610000, 1)},
+        onpolicy_rounds=(("onpolicy", ("--duration", "1")),
+                         ("onpolicy2", ("--duration", "1", "--policy-latency", "0.1", "--policy-latency-max", "0.5")))))
     opts = DriveRecordOptions(width=112, height=112, duration_s=1.0, camera_rate_hz=2.0, keyframe_period_s=0.5)
-    for split in ("train", "val", *TC.PLANNER_EXTRA_SPLITS["drive"]):
-        record_episode(SPLITS["drive"][split][0], tmp_path / "data" / split, opts)
+    for split in ("train", "val", *drive.planner_extra_splits):
+        record_episode(drive.splits[split][0], tmp_path / "data" / split, opts)
     out, work = tmp_path / "model", tmp_path / "work"
     assert main(["train", "--robot", "drive", "--data", str(tmp_path / "data"), "--work", str(work),
                  "--out", str(out), "--target-steps", "2", "--drafter-steps", "2",

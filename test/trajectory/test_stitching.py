@@ -440,15 +440,16 @@ def test_samples_within_limits_but_a_curve_the_bridge_refuses_is_never_emitted()
 def _aloha():
     """(stitcher config, bridge limits, lead) of config/aloha.yaml, limits derived by its limits_from."""
     from plan_stack.config import field_kinds, from_mapping
-    from plan_stack.embodiments.registry import robot_of_bridge
+    from plan_stack.embodiments.registry import joint_limits
     from plan_stack.robot_config import load_robot_config
+    from plan_stack.robots import profile
 
     nodes = {n.name: n for n in load_robot_config("aloha").nodes}
     params = nodes["stitcher"].parameters
     known = field_kinds(StitcherConfig)
     cfg = from_mapping(StitcherConfig, {k: v for k, v in params.items() if k in known})
     bridge = nodes["aloha_bridge"]
-    return cfg, robot_of_bridge(bridge.executable).joint_limits(bridge.parameters), float(params["point_lead_s"])
+    return cfg, joint_limits(profile("aloha"), bridge.parameters), float(params["point_lead_s"])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

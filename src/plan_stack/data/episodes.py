@@ -19,46 +19,16 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["RobotSpec", "ROBOTS", "spec_of_format", "Keyframe", "annotation_files", "load_keyframes",
+from plan_stack.robots import PROFILES, LearningSpec
+
+__all__ = ["spec_of_format", "Keyframe", "annotation_files", "load_keyframes",
            "load_episode_keyframes", "data_fingerprint", "episode_seed"]
 
 
-@dataclasses.dataclass(frozen=True)
-class RobotSpec:
-    """What a robot's planner model sees and emits."""
-
-    robot: str
-    format: str  # annotation format tag
-    cameras: tuple[str, ...]  # prompt cameras (Observation names), first = annotated camera
-    kind: str  # layout kind of the trajectory primitive
-    arms: tuple[str, ...]  # annotation arm keys in block order ("" for driving)
-    box_objects: tuple[str, ...] = ()  # objects whose box precedes the trajectory in the response
-    frame_id: str = ""
-    #: the plan is one ground path in the ego frame (annotation keys `xy` / `uv` per keyframe, z = 0),
-    #: not per-arm waypoints (`arms.<arm>.xyz` / `.uv`)
-    ground_path: bool = False
-    #: sub-task of a keyframe when the annotation names none (ground paths: one per episode, optional)
-    default_subtask: str = ""
-    #: the robot's stack runs an action head (chunker) on the planner's plan features
-    action_head: bool = True
-
-
-ROBOTS: dict[str, RobotSpec] = {
-    # 3D only: on the shared 2-core machine the 2D half (+44 tokens per plan) did not fit the time budget
-    # the cube's box first: the only primitive that places the plan before the arm moves (without it no
-    # trained target read the cube at t=0)
-    "aloha": RobotSpec("aloha", "plan_stack.aloha_annotation/1", ("cam_high",), "dual_3d", ("left", "right"),
-                       box_objects=("box",), frame_id="cam_high_optical_frame"),
-    "franka": RobotSpec("franka", "plan_stack.franka_annotation/1", ("external",), "robot_2d3d", ("single",),
-                        box_objects=("cube",), frame_id="external_camera_optical_frame"),
-    "drive": RobotSpec("drive", "plan_stack.drive_annotation/1", ("front",), "drive_2d3d", ("",),
-                       frame_id="base_link", ground_path=True, default_subtask="follow the road", action_head=False),
-}
-
-
-def spec_of_format(annotation_format: str) -> RobotSpec | None:
-    """The robot whose recorder writes annotations of this format tag (None: no robot does)."""
-    return next((spec for spec in ROBOTS.values() if spec.format == annotation_format), None)
+def spec_of_format(annotation_format: str) -> LearningSpec | None:
+    """The learning facts of the robot whose recorder writes annotations of this format tag (None: no robot
+    does)."""
+    return next((p.learning for p in PROFILES.values() if p.learning.format == annotation_format), None)
 
 
 @dataclasses.dataclass
@@ -132,7 +102,7 @@ def _nan_uv(uv: Sequence) -> np.ndarray:
     return np.array([[np.nan, np.nan] if p is None else p for p in uv], dtype=float).reshape(-1, 2)
 
 
-def load_episode_keyframes(annotation_path: str, spec: RobotSpec, image_size: tuple[int, int],
+def load_episode_keyframes(annotation_path: str, spec: LearningSpec, image_size: tuple[int, int],
                            successful_only: bool = True) -> list[Keyframe]:
     """The annotated keyframes of one episode (empty for a failed demonstration when `successful_only`,
     unless its labels are the expert's whatever the driven outcome: `expert_labels`, on-policy recording)."""
@@ -176,7 +146,7 @@ def _bbox(values: Sequence[float]) -> tuple[float, float, float, float]:
     return u1, v1, u2, v2
 
 
-def load_keyframes(path: str | os.PathLike, spec: RobotSpec, image_size: tuple[int, int],
+def load_keyframes(path: str | os.PathLike, spec: LearningSpec, image_size: tuple[int, int],
                    successful_only: bool = True, limit: int | None = None, progress: bool = False) -> list[Keyframe]:
     """Every annotated keyframe of the episodes in `path` (sorted by file name; the first `limit` files)."""
     files = annotation_files(path)[:limit]

@@ -1,8 +1,10 @@
 """Embodiments: simulators, bridges and scripted experts (aloha/, franka/, drive/).
 
 Every robot folder has the same modules (`sim`, `expert`, `recording`, `bridge`,
-`sim_node`, `bridge_node`) and is found through `registry` (robot name -> its
-parts), never through `if robot == ...` chains. Shared pieces at this level:
+`sim_node`, `bridge_node`); the robot's profile (`plan_stack.robots`) names its
+parts and `registry` loads them, typed by the protocols of `base` (`Simulator`,
+`Expert`, `Recorder`), never through `if robot == ...` chains. Shared pieces at
+this level:
 
 * ROS-free: the arm bridges' decisions (`arm_bridge.ArmBridge`); trajectory
   checks and the stop profile live in `plan_stack.trajectory.checks`, URDF

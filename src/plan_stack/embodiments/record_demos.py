@@ -7,8 +7,8 @@ scripted expert, replayed on its simulator with rendering, and written to
 `DIR/<task>_<seed>/` (a rosbag2 folder holding one .mcap) and
 `DIR/<task>_<seed>.json` (annotation; formats in docs/aloha.md,
 docs/franka.md, docs/drive.md). Options left out take the robot's recorder
-defaults. Robots, their tasks, recorders and options come from
-`embodiments.registry`.
+defaults. Robots, their tasks and options come from their profiles
+(`plan_stack.robots`), their recorders through `embodiments.registry`.
 
 `--jobs N` records the episodes in N worker processes (each episode depends
 only on its seed, so the files are the same as with one); `--threads`
@@ -25,10 +25,9 @@ import sys
 import time
 from typing import Any
 
-from plan_stack.embodiments.registry import ROBOTS, robot_names
+from plan_stack.embodiments import registry
+from plan_stack.robots import PROFILES, profile, robot_names
 
-#: robot -> its tasks (the first is the default).
-ROBOT_TASKS: dict[str, tuple[str, ...]] = {name: r.tasks for name, r in ROBOTS.items()}
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
 _ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "perturbation", "miss": "miss_m",
              "pick_only": "pick_only", "policy_model": "policy_model", "policy_decoder": "policy_decoder",
@@ -38,7 +37,7 @@ _ONLY_SOME = {"duration": "duration_s", "horizon": "horizon_s", "perturb": "pert
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", choices=robot_names(), default="aloha", help="embodiment (default aloha)")
-    parser.add_argument("--task", choices=sorted({t for ts in ROBOT_TASKS.values() for t in ts}), default=None,
+    parser.add_argument("--task", choices=sorted({t for p in PROFILES.values() for t in p.episode.tasks}), default=None,
                         help="task of the robot (default: transfer_cube for aloha; franka: pick_place; drive: drive)")
     parser.add_argument("--episodes", type=int, default=10, help="number of episodes (default 10)")
     parser.add_argument("--out", required=True, help="output directory")
@@ -97,24 +96,24 @@ def _metres_radians(text: str) -> tuple[float, float]:
 
 def _options(args: argparse.Namespace):
     """The robot's recorder options from the arguments given (the rest keep the recorder's defaults)."""
-    robot = ROBOTS[args.robot]
+    robot = profile(args.robot)
     given = {"width": args.width, "height": args.height, "camera_rate_hz": args.camera_rate,
              "keyframe_period_s": args.keyframe_period, "waypoints": args.waypoints}
-    given.update({_ONLY_SOME[name]: getattr(args, name) for name in robot.recorder_only_options})
-    options = robot.load(robot.record_options)
+    given.update({_ONLY_SOME[name]: getattr(args, name) for name in robot.episode.recorder_only_options})
+    options = registry.record_options_class(robot)
     return options(**{k: v for k, v in given.items() if v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
-    robot, spec = args.robot, ROBOTS[args.robot]
-    task = args.task or ROBOT_TASKS[robot][0]
-    if task not in ROBOT_TASKS[robot]:
-        print(f"record-demos: --task {task} is not a {robot} task (choose from {list(ROBOT_TASKS[robot])})",
+    robot, spec = args.robot, profile(args.robot).episode
+    task = args.task or spec.tasks[0]
+    if task not in spec.tasks:
+        print(f"record-demos: --task {task} is not a {robot} task (choose from {list(spec.tasks)})",
               file=sys.stderr)
         return 2
     foreign = [n for n in _ONLY_SOME if n not in spec.recorder_only_options and getattr(args, n) is not None]
     if foreign:
-        owners = [r.name for r in ROBOTS.values() if foreign[0] in r.recorder_only_options]
+        owners = [p.name for p in PROFILES.values() if foreign[0] in p.episode.recorder_only_options]
         print(f"record-demos: --{'/--'.join(n.replace('_', '-') for n in foreign)} apply to --robot {'/'.join(owners)} only", file=sys.stderr)
         return 2
     if args.episodes < 1:
@@ -177,7 +176,7 @@ def _start_worker(robot: str, task: str, out: str, width: int, height: int, thre
         import torch
 
         torch.set_num_threads(threads)
-    _RECORDER = ROBOTS[robot].recorder(task, out, width, height)
+    _RECORDER = registry.recorder(profile(robot), task, out, width, height)
 
 
 def _record_seed(seed: int, options: Any) -> tuple[int, dict, float]:

@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+from plan_stack.robots import profile
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", default="aloha", help="robot (ALOHA only: the simulator this loop drives)")
@@ -52,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.actions.errors import ActionsError
     from plan_stack.actions.head import load_checkpoint
     from plan_stack.actions.policy import ChunkPolicy
-    from plan_stack.data.episodes import ROBOTS
     from plan_stack.eval.heads import (
         AnnotatedPlans,
         LivePlanner,
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError, ActionsError) as exc:
         print(f"eval-head: {exc}", file=sys.stderr)
         return 2
-    spec = ROBOTS[args.robot]
+    spec = profile(args.robot).learning
     episodes = []
     for f in tqdm(files, desc="plan features", unit="episode"):
         with open(f, encoding="utf-8") as fh:

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from plan_stack.data.episodes import Keyframe, RobotSpec
+from plan_stack.data.episodes import Keyframe
 from plan_stack.eval import plan_metrics as M
+from plan_stack.robots import LearningSpec
 
 __all__ = ["Prediction", "Scorer", "prediction_from_result", "blind_baseline", "blind_prediction", "evaluate",
            "format_table", "expected_subtask", "predictions_for", "scored"]
@@ -49,7 +50,7 @@ class Prediction:
     primitive_ms_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-def prediction_from_result(result: Any, spec: RobotSpec) -> Prediction:
+def prediction_from_result(result: Any, spec: LearningSpec) -> Prediction:
     """A `decoding.DecodeResult` -> Prediction (boxes in response order matched to `spec.box_objects`)."""
     traj = [p for p in result.primitives if p.kind != "box"]
     boxes = [p for p in result.primitives if p.kind == "box"]
@@ -184,7 +185,7 @@ class Scorer:
         }
 
 
-def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoders: Sequence[str] = ("ar",),
+def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: LearningSpec, decoders: Sequence[str] = ("ar",),
              blind: dict | None = None, config: Any = None, progress: bool = False) -> list[dict]:
     """One row per decoder (+ `blind` first when a baseline is given); speed-ups are against `ar`."""
     dec = model.decoder(config)
@@ -223,7 +224,7 @@ def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder
     return rows + body
 
 
-def predictions_for(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, decoder: str = "ar",
+def predictions_for(model: Any, keyframes: Sequence[Keyframe], spec: LearningSpec, decoder: str = "ar",
                     config: Any = None) -> list[Prediction]:
     """One decoder's prediction for each of `keyframes`."""
     dec = model.decoder(config)
@@ -231,7 +232,7 @@ def predictions_for(model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec, 
                                                 image_size=kf.camera_size), spec) for kf in keyframes]
 
 
-def scored(keyframes: Sequence[Keyframe], predictions: Sequence[Prediction], spec: RobotSpec,
+def scored(keyframes: Sequence[Keyframe], predictions: Sequence[Prediction], spec: LearningSpec,
            decoder: str = "ar") -> Scorer:
     """A Scorer filled with `predictions` of `keyframes`, in order."""
     s = Scorer(decoder, spec.arms, spec.box_objects)

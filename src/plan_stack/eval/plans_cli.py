@@ -19,12 +19,11 @@ import statistics
 import sys
 
 from plan_stack.device import EngineError, add_device_arguments, placement_from_args
+from plan_stack.robots import profile, robot_names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from plan_stack.data.episodes import ROBOTS
-
-    parser.add_argument("--robot", required=True, choices=sorted(ROBOTS))
+    parser.add_argument("--robot", required=True, choices=robot_names())
     parser.add_argument("--demos", required=True, help="directory of recorded episodes (record-demos --out)")
     parser.add_argument("--model", default=None, help="planner model directory (default: the shipped models/<robot>)")
     parser.add_argument("--decoders", default="ar,dflash,vflash", help="comma-separated: ar, dflash, vflash")
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
 
-    from plan_stack.data.episodes import ROBOTS, data_fingerprint, load_keyframes
+    from plan_stack.data.episodes import data_fingerprint, load_keyframes
     from plan_stack.eval import plans as EV
     from plan_stack.paths import find_data
     from plan_stack.planning.decoding import DECODERS, DecoderConfig
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if bad or not decoders:
         print(f"eval-plans: --decoders must name some of {DECODERS}, got {args.decoders!r}", file=sys.stderr)
         return 2
-    spec = ROBOTS[args.robot]
+    spec = profile(args.robot).learning
     try:
         path = args.model or str(find_data("models", args.robot))
         placement = placement_from_args(args)

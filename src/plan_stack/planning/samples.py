@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from plan_stack.data.episodes import Keyframe, RobotSpec
+from plan_stack.data.episodes import Keyframe
 from plan_stack.planning import layouts as L
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.quantisation import Ranges
 from plan_stack.planning.tool_call import tool_call_text
+from plan_stack.robots import LearningSpec
 
 __all__ = ["primitives_of", "response_tokens", "make_sample", "KeyframeSamples", "fit_ranges", "mirrored", "SPACE"]
 
@@ -48,7 +49,7 @@ def mirrored(kf: Keyframe) -> Keyframe:
         kf.camera_size)
 
 
-def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[PrimitiveFields]]]:
+def primitives_of(kf: Keyframe, spec: LearningSpec) -> list[tuple[L.Layout, list[PrimitiveFields]]]:
     """The ground-truth primitives of a keyframe in response order (layout, one field set per arm)."""
     out: list[tuple[L.Layout, list[PrimitiveFields]]] = []
     for obj in spec.box_objects:
@@ -64,7 +65,7 @@ def primitives_of(kf: Keyframe, spec: RobotSpec) -> list[tuple[L.Layout, list[Pr
     return out
 
 
-def response_tokens(target: Any, kf: Keyframe, spec: RobotSpec,
+def response_tokens(target: Any, kf: Keyframe, spec: LearningSpec,
                     ranges: Ranges | None = None) -> tuple[list[int], list[tuple[int, L.Layout]]]:
     """Response ids (ending in EOS) and the (start index, layout) of every primitive block."""
     tok = target.tokenizer
@@ -78,7 +79,7 @@ def response_tokens(target: Any, kf: Keyframe, spec: RobotSpec,
     return ids, spans
 
 
-def make_sample(model: Any, kf: Keyframe, spec: RobotSpec, images: Sequence[np.ndarray] | None = None):
+def make_sample(model: Any, kf: Keyframe, spec: LearningSpec, images: Sequence[np.ndarray] | None = None):
     """A `planning.training.Sample` of `kf` for a `PlannerModel` (its manifest's ranges and prompt)."""
     from plan_stack.planning.training.drafter import Sample
 
@@ -97,7 +98,7 @@ class KeyframeSamples(Sequence):
     twice is the same sample.
     """
 
-    def __init__(self, model: Any, keyframes: Sequence[Keyframe], spec: RobotSpec):
+    def __init__(self, model: Any, keyframes: Sequence[Keyframe], spec: LearningSpec):
         self.model, self.keyframes, self.spec = model, keyframes, spec
 
     def __len__(self) -> int:
@@ -109,7 +110,7 @@ class KeyframeSamples(Sequence):
         return make_sample(self.model, self.keyframes[i], self.spec)
 
 
-def fit_ranges(keyframes: Sequence[Keyframe], spec: RobotSpec, margin: float = 0.05,
+def fit_ranges(keyframes: Sequence[Keyframe], spec: LearningSpec, margin: float = 0.05,
                grid: float = 0.05) -> tuple[dict, dict]:
     """(coordinate_ranges, workspace) of a robot from its training keyframes.
 

@@ -3,14 +3,14 @@
 Stages (each resumable, each seeded, each with a tqdm bar):
 
 1. data: keyframes of the recorded train / validation episodes
-   (`plan-stack record-demos`; seeds in `SPLITS`), coordinate ranges and
+   (`plan-stack record-demos`; seeds in the robot's profile, `plan_stack.robots`), coordinate ranges and
    workspace fitted on the train split, the image-blind baseline;
 2. target: a small Qwen3-VL trained autoregressively on the responses
    (`training_target`), the checkpoint chosen by AR-decoded validation ADE;
    then frozen;
 3. drafter: VFlash training on the frozen target (`training.train`);
 4. the model directory: target/, drafter/, manifest.json, blind_baseline.json;
-5. onpolicy (robots in `ONPOLICY_ROUNDS`: driving): DAgger rounds, in order;
+5. onpolicy (robots whose profile has `onpolicy_rounds`: driving): DAgger rounds, in order;
    in each the model just written drives the round's split, the expert labels,
    and the model is fine-tuned on every planner split plus the rounds' splits
    so far (`--init-from`); after the last round the drafter alone trains
@@ -37,196 +37,18 @@ from typing import Any
 
 from plan_stack.device import EngineError, add_device_arguments, placement_from_args
 from plan_stack.planning.training.data_parallel import training_ranks, usable_cores
-
-#: episode seeds per split (record-demos --seed S --episodes N): disjoint, fixed, written into the manifest
-SPLITS: dict[str, dict[str, tuple[int, int]]] = {
-    "aloha": {"train": (0, 500), "val": (200000, 40), "heldout": (100000, 40), "recovery": (400000, 120)},
-    "franka": {"train": (0, 200), "val": (200000, 20), "heldout": (100000, 20), "pick": (500000, 1000)},
-    "drive": {"train": (0, 160), "val": (200000, 20), "heldout": (100000, 20), "recovery": (400000, 80),
-              "onpolicy": (600000, 60), "onpolicy2": (610000, 60),
-              "onpolicy3": (620000, 60), "onpolicy4": (630000, 120), "onpolicy6": (650000, 60),
-              "displaced": (700000, 120)},
-}
-#: splits the planner (target and drafter; the action heads only where the recipe's `head_extra_splits`
-#: names them) trains on besides `train` -> the extra record-demos options they are recorded with.
-#: ALOHA `recovery`: the expert pushed off its path and recovering (`expert.recovery_pulses`); without it
-#: the planner, which saw the arm only on the expert's path, read the target's place from the arm's pose
-#: and its plans drifted in closed loop (docs/closed_loop.md).
-PLANNER_EXTRA_SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
-    "aloha": {"recovery": ("--perturb", "0.1")},
-    # Franka `pick`: 1,000 more cube positions, each recorded only until the grasp closes: the previous
-    # target, trained on 200 positions, placed its first plan 5 cm (median 4 cm) from the cube on held-out
-    # seeds, and its cube box 7 px off at 224, while the localisation loss fitted the training cubes to 2.4 px
-    "franka": {"pick": ("--pick-only",)},
-    # driving `recovery`: steering pushes (std 0.1 rad, between the measured 0.08 and 0.12 that moved the car
-    # at most 0.2-0.75 and 0.4-1.2 m off its unpushed path; `drive.recording`), keyframes labelled by the
-    # expert's own path back from there (`drive.recording.expert_path`); without it the planner, which saw
-    # the car only on the lane centre, kept the few-mrad heading error it could not see and drifted 0.3-1 m
-    # off-centre in 13-16 s, then left the road or met an obstacle on the lane line (docs/closed_loop.md)
-    # driving `displaced`: pose jumps of up to 1 m sideways and 0.15 rad (`drive.recording.pose_jumps`), the
-    # expert driving back: round 4's drives failed off the lane centre heading for the edge, where its plans
-    # went straight on or the wrong way (docs/closed_loop.md)
-    "drive": {"recovery": ("--perturb", "0.1"), "displaced": ("--displace", "1.0,0.15")},
-}
-#: robot -> its on-policy rounds (stage `onpolicy`, DAgger), in order: (split, its extra record-demos
-#: options). In each round the model written last drives the split's seeds (`record-demos --policy-model`),
-#: the expert labels each keyframe with its path from where the car is, and the model is fine-tuned on every
-#: planner split plus the rounds' splits so far (`--init-from`). Driving: the pushes of `recovery` moved the
-#: car, but not the way the planner's own errors do (a heading error it under-corrects, then off the road; 0
-#: of 10 held-out drives reached 60 s, docs/closed_loop.md), and 25,000 keyframes of the expert's plans
-#: perturbed the way the planner errs did not replace the rounds either (docs/models.md, thirty-eighth
-#: session). Later rounds draw each plan's delay from 0.1-0.5 s (through the graph it varies from plan to
-#: plan, `drive.policy.PlanDelay`); each round's model drove further on validation (one process, 15 seeds: 0
-#: of 15 reached 60 s before the rounds, then 2, 6, 6, 11; mean drive 26.0, 38.8, 40.7, 45.0, 54.5 s;
-#: docs/closed_loop.md). Round 4 drives 120 seeds: the model it starts from reached 60 s in about half of its
-#: drives, so it leaves the road less often and needs more drives to show as many of its own errors. Round 5
-#: is `onpolicy6` (650000-650059; the name keeps the split the shipped model was fine-tuned on): `onpolicy5`
-#: (640000-640119), round 4's own drives, made the model drive worse and was dropped; `onpolicy6`, driven by
-#: round 4 after `displaced` and the mirrored images, took held-out drives through the graph from 13 to 20 of
-#: 20 (docs/closed_loop.md).
-OnpolicyRound = tuple[str, tuple[str, ...]]
-_LATENCY_RANGE = ("--policy-latency", "0.1", "--policy-latency-max", "0.5")
-ONPOLICY_ROUNDS: dict[str, tuple[OnpolicyRound, ...]] = {"drive": (
-    ("onpolicy", ("--duration", "60")),
-    ("onpolicy2", ("--duration", "60", *_LATENCY_RANGE)),
-    ("onpolicy3", ("--duration", "60", *_LATENCY_RANGE)),
-    ("onpolicy4", ("--duration", "60", *_LATENCY_RANGE)),
-    ("onpolicy6", ("--duration", "60", *_LATENCY_RANGE)),
-)}
-#: record-demos options of every split of a robot (beside the common image size and camera rate).
-#: Driving: a keyframe every 0.5 s (default 1 s): the lane changes the planner must learn are short, and
-#: at one keyframe a second it saw too few of their onsets (docs/closed_loop.md, "Driving: a retrained
-#: planner that sees the obstacles")
-RECORD_OPTIONS: dict[str, tuple[str, ...]] = {"drive": ("--keyframe-period", "0.5")}
+from plan_stack.robots import Recipe, profile, robot_names
 
 
 def record_argv(robot: str) -> list[str]:
     """The `plan-stack` arguments every split of `robot` is recorded with (the split adds its seeds, count,
-    output and `PLANNER_EXTRA_SPLITS` options); the manifest's `recorded_with` is the same line."""
+    output and `planner_extra_splits` options); the manifest's `recorded_with` is the same line."""
     return ["record-demos", "--robot", robot, "--width", "224", "--height", "224", "--camera-rate", "2",
-            *RECORD_OPTIONS.get(robot, ())]
-
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """Sizes and budgets of one robot's models (measured to fit <= 60 min on 2 CPU cores)."""
-
-    image_size: tuple[int, int] = (112, 112)
-    hidden: int = 192
-    layers: int = 4
-    heads: int = 4
-    kv_heads: int = 2
-    head_dim: int = 32
-    vision_hidden: int = 96
-    vision_depth: int = 2
-    #: ViT patch edge (px); each LLM image token merges 2 x 2 patches
-    vision_patch: int = 16
-    target_steps: int = 360
-    target_batch: int = 16
-    target_lr: float = 1e-3
-    #: Gaussian soft target over the coordinate bins (std in bins; 0 = exact bin), `training_target.response_loss`
-    target_coord_sigma_bins: float = 0.0
-    #: weight of the auxiliary localisation loss (`training_target.LocateHead`) on the object `locate` names
-    target_locate_weight: float = 0.0
-    #: which annotated box the localisation loss places: "first" = the first of the robot's `box_objects`
-    #: (ALOHA, Franka: the cube); "largest" = the largest box in view (driving: the nearest obstacle)
-    locate: str = "first"
-    eval_every: int = 325
-    val_keyframes: int = 24
-    drafter_width: int = 192
-    drafter_layers: int = 3
-    drafter_steps: int = 200
-    drafter_batch: int = 8
-    drafter_lr: float = 6e-4
-    drafter_text_anchors: int = 4
-    #: text block the drafter is trained on (anchor + proposals), and its loss weights' decay over the block
-    #: (w_j = exp(-(j-1)/decay), DFlash's 7 for 16 positions); the manifest's `text_block` is chosen among
-    #: `TEXT_BLOCKS` and this one
-    drafter_text_block: int = 16
-    drafter_text_decay: float = 7.0
-    head_steps: int = 800
-    head_episodes: int = 60  # train episodes whose plan features the heads see (feature pass budget)
-    head_batch: int = 64
-    head_lr: float = 1e-3
-    head_rtc_max_delay: int = 10
-    #: Gaussian noise on the heads' input state, robot units (one std or one per channel; empty = off)
-    head_state_noise: tuple[float, ...] = ()
-    #: the target also trains on every planner keyframe mirrored left to right (`data.samples.mirrored`;
-    #: ground paths only)
-    target_mirror: bool = False
-    #: extra planner splits (`PLANNER_EXTRA_SPLITS`) whose episodes the heads train on as well, all of them
-    head_extra_splits: tuple[str, ...] = ()
-    #: each on-policy round's fine-tune (`ONPOLICY_ROUNDS`): target steps and peak lr, drafter steps
-    onpolicy_target_steps: int = 800
-    onpolicy_target_lr: float = 3e-4
-    onpolicy_drafter_steps: int = 600
-    #: after the last round: the drafter alone fine-tuned this many steps more on the same data, the target
-    #: unchanged (0: none; `final_drafter_fine_tune`)
-    onpolicy_final_drafter_steps: int = 0
-    budget_margin: int = 24
-    gate_step_factor: float = 1.5
-    #: the gate's bound on the change between consecutive steps, this factor x the largest true change on
-    #: the validation split (0: no such bound)
-    gate_step_change_factor: float = 0.0
-    seed: int = 0
-
-
-RECIPES: dict[str, Recipe] = {
-    # aloha: the checkpoint is chosen on validation AR ADE every `eval_every` steps
-    # heads: every train episode, noise on the input state, 3,000 steps: closed-loop success of the plain head
-    # on the tuning seeds (eval-head, annotated plans) went 0 -> 43-57 % (docs/closed_loop.md)
-    # target: ~2.8 epochs of the 500 train + ~110 successful recovery episodes (planner only). 500 train
-    # episodes, not 165 (twenty-ninth session): the model overfitted 165 cube positions; with 500 and 1,800 steps
-    # validation AR ADE went 1.57 -> 0.30 cm (docs/models.md)
-    # drafter: 1,800 steps, not 900: on the better target the 900-step drafter placed plans worse than AR
-    # (validation VFlash 0.47 against AR 0.30 cm), the 1,800-step one as well (0.29)
-    # vision: 8 px patches and the localisation loss on the cube's centre: with 16 px patches even a tower
-    # trained on the centre alone stayed at the blind error at t=0 (13 px of 224), with 8 px it reached 1.4 px
-    # drafter text blocks of 24 positions: the response's text segments are 22-54 tokens, so 16-position blocks
-    # need 5 speculative passes per response and 24 need 3 (validation 6.10 -> 4.11 text target passes, held-out
-    # VFlash 1.2x faster at the same accuracy; docs/models.md)
-    "aloha": Recipe(target_steps=1800, eval_every=300, drafter_steps=1800, head_steps=3000, head_episodes=500,
-                    head_state_noise=(0.05,), vision_patch=8, target_locate_weight=100.0,
-                    drafter_text_block=24, drafter_text_decay=10.5),
-    # franka: ALOHA's recipe (8 px patches, localisation loss on the cube, heads on every train episode with
-    # state noise: 0.05 rad on the joints, 5 mm on the gripper width); the 300-step target and heads on 20
-    # episodes x 200 steps it replaces placed 0 of 3 cubes through the graph (docs/closed_loop.md)
-    # target: 1,800 steps on train + pick (4,000 + ~7,000 keyframes)
-    # drafter: 1,800 steps on 24-token text blocks, as ALOHA's: the response's text segments are 27-38 and
-    # 21 tokens; the 900-step drafter on 16-token blocks placed held-out plans worse than AR (docs/models.md)
-    "franka": Recipe(target_steps=1800, eval_every=300, drafter_steps=1800, head_steps=3000, head_episodes=200,
-                     head_state_noise=(0.05,) * 7 + (0.005,), vision_patch=8, target_locate_weight=100.0,
-                     drafter_text_block=24, drafter_text_decay=10.5),
-    # drive: 8 px patches, a keyframe every 0.5 s (`RECORD_OPTIONS`) and the localisation loss on the
-    # nearest obstacle in view (the largest box): the 1,200-step target on one keyframe a second without it
-    # followed a lane change only once the car had turned (lateral error at lane-change keyframes 1.32 m;
-    # with both and 2,400 steps 0.15 m, docs/closed_loop.md)
-    # drafter 1,500 steps and a gate bound on the change between steps: the 600-step drafter threw single
-    # waypoints metres ahead (from standstill: 8.99 -> 15.18 -> 15.44 m, truth 8.99 -> 12.12 -> 15.43), each
-    # step a plausible length, and drive_bridge refused the kink from the same picture again and again. With
-    # 1,500 steps such drafts are rarer but still reach the bridge: validation drives without the bound had
-    # 6 plans refused and drove 97-143 m, with it 1 and 143-200 m (docs/closed_loop.md)
-    # target and drafter on train + `recovery` (`PLANNER_EXTRA_SPLITS`): through the graph the car drove
-    # further (validation median 25.2 s against 23.4, held-out 27.7 against 21.3) while held-out plans on the
-    # lane centre got slightly worse (AR 14.2 cm against 13.5, VFlash 15.0 against 11.2; docs/models.md)
-    # target_mirror: every keyframe also mirrored left to right (the road and the expert are symmetric): round
-    # 4's failed drives planned lane changes the wrong way, toward the near edge; fine-tuned with the mirror
-    # and `displaced`, 49 of 60 unseen one-process drives reached 60 s, against 67 of 120 for round 4
-    # (docs/closed_loop.md)
-    # size: hidden 128 x 3 layers at 80 px, drafter 128 x 2 (1.24 M + 0.38 M parameters; 192 x 4 at 112 px and
-    # 192 x 3 until the thirty-ninth session): the target trains 2x, the drafter 1.5-4x as fast, so the
-    # chain from nothing took 51.7 min in one run here (1 h 45 min before), and its model drove 15 of 15
-    # validation and 59 of 60 unseen one-process drives to 60 s (the larger one: 15 / 15 and 60 / 60;
-    # docs/models.md)
-    "drive": Recipe(image_size=(80, 80), hidden=128, layers=3, drafter_width=128, drafter_layers=2,
-                    target_steps=2400, eval_every=400, drafter_steps=1500, vision_patch=8,
-                    target_locate_weight=100.0, locate="largest", gate_step_change_factor=1.5, target_mirror=True,
-                    onpolicy_final_drafter_steps=1800),
-}
+            *profile(robot).record_options]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robot", required=True, choices=sorted(RECIPES))
+    parser.add_argument("--robot", required=True, choices=robot_names())
     parser.add_argument("--data", required=True, help="directory with train/, val/ (and heldout/) recordings")
     parser.add_argument("--out", default=None, help="model directory to write (default: models/<robot>)")
     parser.add_argument("--work", default=None, help="work directory for resumable states (default out/train/R)")
@@ -462,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
 
-    from plan_stack.data.episodes import ROBOTS, data_fingerprint
+    from plan_stack.data.episodes import data_fingerprint
     from plan_stack.eval import plans as EV
     from plan_stack.paths import data_dirs, find_data
     from plan_stack.planning import drafter as D
@@ -479,8 +301,8 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return 2
-    robot, spec = args.robot, ROBOTS[args.robot]
-    recipe = RECIPES[robot]
+    robot, robot_profile = args.robot, profile(args.robot)
+    spec, recipe = robot_profile.learning, robot_profile.recipe
     if args.target_steps:
         recipe = dataclasses.replace(recipe, target_steps=args.target_steps)
     if args.image_size:
@@ -526,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
     if stages == ["gate"]:
         return set_gate(out, val_dir, spec, recipe, log)
     extra_dirs = {name: os.path.join(args.data, name)
-                  for name in [*PLANNER_EXTRA_SPLITS.get(robot, {}), *args.extra_split]}
+                  for name in [*robot_profile.planner_extra_splits, *args.extra_split]}
     missing = [d for d in extra_dirs.values() if not glob.glob(os.path.join(d, "*.json"))]
     if missing:
         print(f"train: no recorded episodes in {', '.join(missing)} (the {robot} planner trains on them too; "
@@ -558,13 +380,13 @@ def run(args: argparse.Namespace) -> int:
         "waypoints": sorted({len(kf.points[0]) for kf in train_kf}),  # P per primitive (exported block sizes)
         "workspace": workspace, **gate, "frame_id": spec.frame_id,
         "response": "sub-task text + '. ' + per primitive: tool call + block; EOS",
-        "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in SPLITS[robot].items()},
+        "data": {"splits_by_seed": {k: {"first_seed": s, "episodes": n} for k, (s, n) in robot_profile.splits.items()},
                  **data_id,
                  "samples": {"train": len(train_kf), "val": len(val_kf),
                              **{name: len(kfs) for name, kfs in extra_kf.items()}},
                  "planner_trains_on": ["train", *extra_kf],
                  "recorded_with": " ".join(["plan-stack", *record_argv(robot)]),
-                 **({"extra_record_options": {k: " ".join(v) for k, v in PLANNER_EXTRA_SPLITS[robot].items()}}
+                 **({"extra_record_options": {k: " ".join(v) for k, v in robot_profile.planner_extra_splits.items()}}
                     if extra_kf else {})},
         "recipe": dataclasses.asdict(recipe), "git_commit": git_commit(),
         "pretrained_weights": "none (random init; no model hub reachable)",
@@ -677,10 +499,10 @@ def run(args: argparse.Namespace) -> int:
     # directories: this run's keyframes held through the rounds only raised the peak (round 5 swapped)
     del train_kf, val_kf, extra_kf, planner_kf
     if "onpolicy" in stages:
-        if robot not in ONPOLICY_ROUNDS:
+        if not robot_profile.onpolicy_rounds:
             log(f"onpolicy: {robot} has no on-policy rounds; skipped")
         else:
-            for i in range(len(ONPOLICY_ROUNDS[robot])):
+            for i in range(len(robot_profile.onpolicy_rounds)):
                 code = onpolicy_round(args, recipe, out, work, log, i)
                 if code:
                     return code
@@ -764,9 +586,9 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
 
 
 def split_argv(robot: str, data: str, split: str, *options: str) -> list[str]:
-    """The `plan-stack` arguments that record `robot`'s `split` (its seeds in `SPLITS`) into DATA/split,
-    with the split's own record-demos `options`."""
-    seed, episodes = SPLITS[robot][split]
+    """The `plan-stack` arguments that record `robot`'s `split` (its seeds in the profile's `splits`) into
+    DATA/split, with the split's own record-demos `options`."""
+    seed, episodes = profile(robot).splits[split]
     return [*record_argv(robot), "--episodes", str(episodes), "--seed", str(seed),
             "--out", os.path.join(data, split), *options]
 
@@ -778,7 +600,7 @@ def record_jobs() -> list[str]:
 
 
 def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Path, log, index: int) -> int:
-    """Stage `onpolicy`, round `index` of `ONPOLICY_ROUNDS[robot]` (DAgger): the model in `out` (the previous
+    """Stage `onpolicy`, round `index` of the robot's `onpolicy_rounds` (DAgger): the model in `out` (the previous
     stage's or round's) is kept as WORK/before_<split>, drives the round's split (recorded once, unless --data
     has it), and `out` becomes that model fine-tuned on every planner split plus the rounds' splits so far
     (`--init-from`, WORK/<split>). A round the manifest in `out` already lists is skipped under --resume."""
@@ -786,7 +608,7 @@ def onpolicy_round(args: argparse.Namespace, recipe: Recipe, out: Path, work: Pa
 
     from plan_stack.cli import main as cli_main
 
-    rounds = ONPOLICY_ROUNDS[args.robot]
+    rounds = profile(args.robot).onpolicy_rounds
     split, options = rounds[index]
     done = [r.get("split") for r in _onpolicy_rounds(out)]
     if args.resume and split in done:
@@ -846,7 +668,7 @@ def final_drafter_fine_tune(args: argparse.Namespace, recipe: Recipe, out: Path,
     if args.resume and "drafter_fine_tune" in json.loads(path.read_text()):
         log(f"drafter fine-tune: in {out}; skipped")
         return 0
-    rounds = ONPOLICY_ROUNDS[args.robot]
+    rounds = profile(args.robot).onpolicy_rounds
     before, ft_work = work / "before_drafter_fine_tune", work / "drafter_fine_tune"
     if not (args.resume and (before / "manifest.json").is_file()):
         shutil.rmtree(before, ignore_errors=True)
@@ -884,18 +706,19 @@ def _onpolicy_rounds(model_dir: Path) -> list[dict]:
 
 
 def record_splits(robot: str, data: str, log) -> None:
-    """Record every split of `SPLITS[robot]` that `data` lacks (episode seeds fixed, so reproducible); the
+    """Record every split of the robot's `splits` that `data` lacks (episode seeds fixed, so reproducible); the
     on-policy rounds' splits need a model to drive and are recorded by that stage."""
     from plan_stack.cli import main as cli_main
 
-    for split, (seed, episodes) in SPLITS[robot].items():
-        if split in {name for name, _ in ONPOLICY_ROUNDS.get(robot, ())}:
+    robot_profile = profile(robot)
+    for split, (seed, episodes) in robot_profile.splits.items():
+        if split in {name for name, _ in robot_profile.onpolicy_rounds}:
             continue
         dest = os.path.join(data, split)
         if os.path.isdir(dest) and os.listdir(dest):
             continue
         log(f"recording {robot} {split}: seeds {seed}..{seed + episodes - 1}")
-        code = cli_main([*split_argv(robot, data, split, *PLANNER_EXTRA_SPLITS.get(robot, {}).get(split, ())),
+        code = cli_main([*split_argv(robot, data, split, *robot_profile.planner_extra_splits.get(split, ())),
                          *record_jobs()])
         if code:
             raise RuntimeError(f"record-demos failed for {robot} {split} (exit {code})")

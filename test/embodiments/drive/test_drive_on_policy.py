@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from plan_stack.data.episodes import ROBOTS, load_episode_keyframes
+from plan_stack.data.episodes import load_episode_keyframes
 from plan_stack.embodiments.drive.policy import PlanDelay, PlannerDriver
 from plan_stack.embodiments.drive.recording import DriveRecordOptions, record_episode
+from plan_stack.robots import profile
 
 OPTS = DriveRecordOptions(width=112, height=112, duration_s=4.0, camera_rate_hz=1.0, keyframe_period_s=0.5,
                           policy_model="drive")
@@ -107,7 +108,7 @@ def test_plans_the_bridge_refuses_never_move_the_car_and_the_labels_stay(tmp_pat
     assert by["distance_m"] == pytest.approx(0.0, abs=1e-6)  # standing where it started
     assert by["end"] == "time" and ann["success"]
     # the labels are the expert's path from the standing car: training data, loaded as such
-    kfs = load_episode_keyframes(str(tmp_path / "drive_0004.json"), ROBOTS["drive"], (112, 112))
+    kfs = load_episode_keyframes(str(tmp_path / "drive_0004.json"), profile("drive").learning, (112, 112))
     assert len(kfs) == len(ann["keyframes"]) and all(kf.points[0][-1][0] > 1.0 for kf in kfs)
 
 
@@ -120,7 +121,7 @@ def test_keyframes_of_an_on_policy_drive_that_left_the_road_are_training_labels(
     path = tmp_path / "drive_0004.json"
     ann["success"] = False
     path.write_text(json.dumps(ann))
-    assert load_episode_keyframes(str(path), ROBOTS["drive"], (112, 112)) == []
+    assert load_episode_keyframes(str(path), profile("drive").learning, (112, 112)) == []
     ann["expert_labels"] = True
     path.write_text(json.dumps(ann))
-    assert len(load_episode_keyframes(str(path), ROBOTS["drive"], (112, 112))) == len(ann["keyframes"])
+    assert len(load_episode_keyframes(str(path), profile("drive").learning, (112, 112))) == len(ann["keyframes"])

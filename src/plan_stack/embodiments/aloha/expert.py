@@ -352,14 +352,15 @@ def replay(episode: ExpertEpisode, sim=None, on_step=None) -> int:
 
 
 def demonstrate(task: str, seed: int, sim=None):
-    """The registry's uniform expert entry point: plan `task` for `seed`, replay it on `sim` (or a new rig).
+    """The `embodiments.base.Expert` entry point: plan `task` for `seed`, replay it on `sim` (or a new rig).
 
     Success = the staged reward reaches its maximum (as in the annotations).
     """
     from plan_stack.embodiments.aloha.sim import MAX_REWARD
-    from plan_stack.embodiments.registry import Demonstration, check_task
+    from plan_stack.embodiments.base import Demonstration
+    from plan_stack.robots import profile
 
-    check_task("aloha", task)
+    profile("aloha").check_task(task)
     episode = plan_episode(task, seed)
     reward = replay(episode, sim)
     return Demonstration("aloha", task, seed, reward >= MAX_REWARD, episode)

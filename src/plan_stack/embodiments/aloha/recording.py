@@ -170,7 +170,7 @@ def _labels_without_later_pushes(sim, episode, pulses, keyframe_times, tcp: np.n
 
 
 def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
-    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (`embodiments.base.RecorderFactory`)."""
     from plan_stack.embodiments.aloha.sim import AlohaSim
 
     sim = AlohaSim(task, offscreen_size=(width, height))  # one simulator for every episode

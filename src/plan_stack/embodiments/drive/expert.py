@@ -179,13 +179,14 @@ def run_episode(seed: int, duration_s: float = 60.0, scene: DriveSceneConfig | N
 
 
 def demonstrate(task: str, seed: int, sim: DriveSim | None = None):
-    """The registry's uniform expert entry point: one episode of driving for `seed` (default duration).
+    """The `embodiments.base.Expert` entry point: one episode of driving for `seed` (default duration).
 
     The episode builds its own simulator from the scene config; a `sim` cannot be reused here.
     """
-    from plan_stack.embodiments.registry import Demonstration, check_task
+    from plan_stack.embodiments.base import Demonstration
+    from plan_stack.robots import profile
 
-    check_task("drive", task)
+    profile("drive").check_task(task)
     if sim is not None:
         raise ValueError("sim: the driving expert builds its simulator from its scene config; pass None")
     episode = run_episode(seed)

@@ -399,7 +399,7 @@ def _odometry(T, writer: BagWriter, t: float, st):
 
 
 def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
-    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point);
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (`embodiments.base.RecorderFactory`);
     a policy model is loaded once, for the first episode that names it."""
     policies: dict[tuple[str, str], PlannerDriver] = {}
 

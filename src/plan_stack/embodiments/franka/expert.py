@@ -212,9 +212,10 @@ def run_episode(sim: FrankaSim, seed: int, cfg: ExpertConfig | None = None,
 
 
 def demonstrate(task: str, seed: int, sim: FrankaSim | None = None):
-    """The registry's uniform expert entry point: the pick-and-place for `seed` on `sim` (or a new one)."""
-    from plan_stack.embodiments.registry import Demonstration, check_task
+    """The `embodiments.base.Expert` entry point: the pick-and-place for `seed` on `sim` (or a new one)."""
+    from plan_stack.embodiments.base import Demonstration
+    from plan_stack.robots import profile
 
-    check_task("franka", task)
+    profile("franka").check_task(task)
     episode = run_episode(sim if sim is not None else FrankaSim(), seed)
     return Demonstration("franka", task, seed, episode.success, episode)

@@ -190,7 +190,7 @@ def record_episode(seed: int, out_dir: str | os.PathLike, options: RecordOptions
 
 
 def recorder(task: str, out_dir: str | os.PathLike, width: int, height: int):
-    """`(seed, options) -> annotation` for `plan-stack record-demos` (the registry's uniform entry point)."""
+    """`(seed, options) -> annotation` for `plan-stack record-demos` (`embodiments.base.RecorderFactory`)."""
     from plan_stack.embodiments.franka.sim import FrankaSim
 
     sim = FrankaSim(offscreen_size=(width, height))  # one simulator for every episode (one task: pick_place)

@@ -87,7 +87,7 @@ def _set(text: str) -> tuple[str, str, object]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from plan_stack.embodiments.registry import robot_names
+    from plan_stack.robots import robot_names
 
     parser.add_argument("--robot", required=True, choices=robot_names())
     parser.add_argument("--seeds", required=True, type=parse_seeds, help="A-B (inclusive) or a comma list")
@@ -120,7 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from plan_stack.eval.episodes.episode import ROBOTS, EpisodeOptions, run_episode
+    from plan_stack.eval.episodes.episode import EpisodeOptions, run_episode
+    from plan_stack.robots import profile
 
     if args.rtf <= 0 and not args.pace:
         print("run-episodes: --rtf 0 (as fast as possible) needs pacing; drop --no-pace", file=sys.stderr)
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, terminate)
     rows: list[dict] = []
-    limit = args.time_limit or ROBOTS[args.robot].time_limit_s
+    limit = args.time_limit or profile(args.robot).episode.time_limit_s
     bar = tqdm(total=len(args.seeds), desc=f"{args.robot}{' gt-plans' if args.gt_plans else ''}", unit="episode")
     try:
         for seed in args.seeds:

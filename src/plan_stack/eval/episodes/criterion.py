@@ -1,7 +1,7 @@
 """Episode success (no ROS imports): the criteria, and which robot uses which.
 
-Each robot's registry entry (`plan_stack.embodiments.registry`) names its
-criterion kind in `success_criterion`; the kinds are in `CRITERIA`. The
+Each robot's profile (`plan_stack.robots`) names its criterion kind in
+`episode.success_criterion`; the kinds are in `CRITERIA`. The
 criteria read only privileged ground truth the simulators publish, never
 the stack's own outputs:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from plan_stack.embodiments.registry import robot as robot_entry
+from plan_stack.robots import profile
 
 __all__ = ["ALOHA_MAX_REWARD", "DRIVE_REQUIRED_S", "DRIVE_MIN_DISTANCE_M",
            "CRITERIA", "Criterion", "StagedReward", "SuccessFlag",
@@ -130,7 +130,7 @@ class SafeDriving(Criterion):
         return s.safety_faults > 0
 
 
-#: criterion kind -> criterion (a robot's registry entry names its kind)
+#: criterion kind -> criterion (a robot's profile names its kind)
 CRITERIA: dict[str, Criterion] = {c.kind: c for c in (StagedReward(), SuccessFlag(), SafeDriving())}
 
 
@@ -138,7 +138,7 @@ def criterion_of(robot: str) -> Criterion:
     """The success criterion of `robot` (ConfigError, a ValueError, for an unknown robot or kind)."""
     from plan_stack.config import ConfigError
 
-    kind = robot_entry(robot).success_criterion
+    kind = profile(robot).episode.success_criterion
     if kind not in CRITERIA:
         raise ConfigError(f"robot: {robot}'s success_criterion {kind!r} is not one of {sorted(CRITERIA)}")
     return CRITERIA[kind]

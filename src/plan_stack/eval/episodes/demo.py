@@ -75,7 +75,7 @@ def contact_sheet_from_bag(bag: str | Path, png: str | Path, rows: int = SHEET_R
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m plan_stack.eval.episodes.demo", description=__doc__.splitlines()[0])
-    from plan_stack.embodiments.registry import robot_names
+    from plan_stack.robots import robot_names
 
     ap.add_argument("--robot", default="aloha", choices=robot_names())
     ap.add_argument("--out", required=True, help="output folder")

@@ -48,30 +48,15 @@ from plan_stack.child_processes import die_with_parent, kill_group
 from plan_stack.embodiments import registry
 from plan_stack.eval.episodes.criterion import EpisodeSignals, criterion_of, done_early, judge
 from plan_stack.eval.episodes.latency import LatencyLog
+from plan_stack.robots import PROFILES, RobotProfile, profile, robot_names
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.stamps import sec_nanosec_to_s
 
 if TYPE_CHECKING:
     from plan_stack.data.bags import SplitBagWriter
 
-__all__ = ["EpisodeOptions", "RobotSetup", "ROBOTS", "episode_config", "header_stamp_ns", "run_episode"]
+__all__ = ["EpisodeOptions", "episode_config", "header_stamp_ns", "run_episode"]
 
-
-@dataclasses.dataclass(frozen=True)
-class RobotSetup:
-    """Per-robot wiring of the episode runner."""
-
-    sim: str  # simulator node name in the config
-    camera: str  # camera whose images start the latency clock
-    time_limit_s: float  # default sim-time budget of an episode
-    bridge: str
-
-
-#: per robot, from its registry entry (`plan_stack.embodiments.registry`)
-ROBOTS: dict[str, RobotSetup] = {
-    name: RobotSetup(r.sim_executable, r.latency_camera, r.episode_time_limit_s, r.bridge_executable)
-    for name, r in registry.ROBOTS.items()
-}
 
 #: Simulator + stack start-up budget (wall s): imports and model loads on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 240.0
@@ -121,13 +106,13 @@ def episode_config(opts: EpisodeOptions) -> dict:
     """The robot config of one episode (see module doc) as a YAML-ready dict."""
     from plan_stack.robot_config import resolve_config_path
 
-    setup = ROBOTS[opts.robot]
+    sim_name = profile(opts.robot).sim_executable.name  # the simulator node is named after its executable
     path = resolve_config_path(opts.config or opts.robot)
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     nodes: dict[str, Any] = raw["nodes"]
-    if setup.sim not in nodes:
-        raise ValueError(f"{path}: no {setup.sim} node (run-episodes needs the simulator)")
-    sim = nodes[setup.sim].setdefault("parameters", {})
+    if sim_name not in nodes:
+        raise ValueError(f"{path}: no {sim_name} node (run-episodes needs the simulator)")
+    sim = nodes[sim_name].setdefault("parameters", {})
     sim.update(seed=int(opts.seed), real_time_factor=float(opts.real_time_factor),
                pace_chunk_lead_s=float(opts.pace_chunk_lead_s), pace_plan_lead_s=float(opts.pace_plan_lead_s),
                pace_timeout_s=float(opts.pace_timeout_s))
@@ -215,10 +200,11 @@ def run_episode(opts: EpisodeOptions, progress=None) -> dict:
     """
     from plan_stack.ros.domains import reserve_domain
 
-    if opts.robot not in ROBOTS:
-        raise ValueError(f"robot: {opts.robot!r} is not one of {sorted(ROBOTS)}")
-    setup = ROBOTS[opts.robot]
-    limit_s = opts.time_limit_s or setup.time_limit_s
+    if opts.robot not in PROFILES:
+        raise ValueError(f"robot: {opts.robot!r} is not one of {robot_names()}")
+    robot = profile(opts.robot)
+    sim_name = robot.sim_executable.name
+    limit_s = opts.time_limit_s or robot.episode.time_limit_s
     raw = episode_config(opts)
     domain, lock = reserve_domain(101, 200)
     tmp = tempfile.TemporaryDirectory(prefix="plan_stack_episode_")
@@ -228,19 +214,19 @@ def run_episode(opts: EpisodeOptions, progress=None) -> dict:
     full_cfg = log_dir / f"{stem}.yaml"
     full_cfg.write_text(yaml.safe_dump(raw, sort_keys=False))
     stack_cfg = log_dir / f"{stem}_stack.yaml"
-    stack_cfg.write_text(yaml.safe_dump(_stack_config(raw, setup.sim), sort_keys=False))
+    stack_cfg.write_text(yaml.safe_dump(_stack_config(raw, sim_name), sort_keys=False))
     env = dict(os.environ, ROS_DOMAIN_ID=str(domain), **dds_profiles())
     row: dict[str, Any] = dict(robot=opts.robot, seed=int(opts.seed), gt_plans=bool(opts.gt_plans),
                                decoder=None if opts.gt_plans else (opts.decoder or _planner_decoder(raw)),
                                real_time_factor=opts.real_time_factor,
                                paced=bool(opts.pace_chunk_lead_s or opts.pace_plan_lead_s), time_limit_s=limit_s)
-    stack_names = [n for n in raw["nodes"] if n != setup.sim]
-    graph = _Graph(stack_cfg, setup.sim, stack_names, env, log_dir, opts.nice)
-    graph_sim = _Graph(full_cfg, setup.sim, [], env, log_dir, opts.nice)
+    stack_names = [n for n in raw["nodes"] if n != sim_name]
+    graph = _Graph(stack_cfg, sim_name, stack_names, env, log_dir, opts.nice)
+    graph_sim = _Graph(full_cfg, sim_name, [], env, log_dir, opts.nice)
     t_wall0 = time.monotonic()
     monitor = None
     try:
-        monitor = _Monitor(opts, setup, domain, raw)
+        monitor = _Monitor(opts, robot, domain, raw)
         graph.start_stack()
         if opts.gt_plans:
             monitor.start_gt_planner()
@@ -297,7 +283,7 @@ def _planner_decoder(raw: dict) -> str | None:
 class _Monitor:
     """The observer node (and optionally the ground-truth planner and a recorder) in this process."""
 
-    def __init__(self, opts: EpisodeOptions, setup: RobotSetup, domain: int, raw: dict) -> None:
+    def __init__(self, opts: EpisodeOptions, robot: RobotProfile, domain: int, raw: dict) -> None:
         import rclpy
         from rclpy.context import Context
         from rclpy.node import Node
@@ -305,7 +291,7 @@ class _Monitor:
 
         from plan_stack.ros.executors import ThreadedExecutor
 
-        self.opts, self.setup, self.raw = opts, setup, raw
+        self.opts, self.robot, self.raw = opts, robot, raw
         self.ctx = Context()
         rclpy.init(args=[], context=self.ctx, domain_id=domain)
         self.node = Node("episode_monitor", context=self.ctx,
@@ -327,8 +313,9 @@ class _Monitor:
         self.last_xy: np.ndarray | None = None  # driving: the newest odometry position
         self.extra_nodes: list[Any] = []
         self.recorder_writer: SplitBagWriter | None = None  # while recording (`--bag`)
-        self.limits = _bridge_limits(opts.robot, raw, setup.bridge)
-        self.driving = registry.robot(opts.robot).bridge_limits is None  # the bridge follows plans, not joints
+        self.bridge = robot.bridge_executable.name  # the bridge node is named after its executable
+        self.limits = _bridge_limits(robot, raw, self.bridge)
+        self.driving = robot.parts.bridge_limits is None  # the bridge follows plans, not joints
         self._subscribe()
         self.executor = ThreadedExecutor(num_threads=3, context=self.ctx)
         self.executor.add_node(self.node)
@@ -360,7 +347,7 @@ class _Monitor:
 
         n, mono = self.node, time.monotonic
         n.create_subscription(Clock, "/clock", self._on_clock, RELIABLE_QOS)
-        n.create_subscription(Image, f"/cameras/{self.setup.camera}/image_raw",
+        n.create_subscription(Image, f"/cameras/{self.robot.episode.latency_camera}/image_raw",
                               lambda raw: self.lat.camera(header_stamp_ns(raw), mono()), SENSOR_QOS, raw=True)
         n.create_subscription(Observation, "/observation", self._on_observation, RELIABLE_QOS, raw=True)
         n.create_subscription(VisualPlan, "/plan", self._on_plan, RELIABLE_QOS)
@@ -369,13 +356,12 @@ class _Monitor:
         n.create_subscription(JointTrajectory, "/trajectory", self._on_trajectory, RELIABLE_QOS)
         n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
         n.create_subscription(Log, "/rosout", self._on_log, RELIABLE_QOS)
-        robot = registry.robot(self.opts.robot)
         if self.driving:  # drive_bridge answers each plan with a DriveTrajectory
             from plan_stack.msg import DriveTrajectory
 
             n.create_subscription(DriveTrajectory, "/drive_trajectory", self._on_drive_trajectory, RELIABLE_QOS)
-        if robot.bridge_command_topic:
-            n.create_subscription(JointTrajectory, robot.bridge_command_topic,
+        if self.robot.episode.bridge_command_topic:
+            n.create_subscription(JointTrajectory, self.robot.episode.bridge_command_topic,
                                   lambda m: self._count("bridge_commands"), RELIABLE_QOS)
         # the ground truth the robot's success criterion reads, by criterion kind (safe_driving: the distance
         # from the simulator's odometry; its faults come from /diagnostics, subscribed below for every robot's
@@ -444,7 +430,7 @@ class _Monitor:
         self._count("trajectories")
 
     def _on_joint_states(self, msg) -> None:
-        if self.limits is None or not registry.robot(self.opts.robot).checks_joint_states:
+        if self.limits is None or not self.robot.episode.checks_joint_states:
             return
         lim = self.state_limits
         names = list(msg.name)
@@ -483,7 +469,7 @@ class _Monitor:
         return self._state_limits
 
     def _on_log(self, msg) -> None:
-        if msg.name.endswith(self.setup.bridge) and "rejected" in msg.msg:
+        if msg.name.endswith(self.bridge) and "rejected" in msg.msg:
             self._count("bridge_rejections")
             with self.lock:
                 self.first_rejection = self.first_rejection or msg.msg[:300]
@@ -500,15 +486,15 @@ class _Monitor:
         from diagnostic_msgs.msg import DiagnosticStatus
 
         for s in msg.status:
-            if s.name.startswith(f"{self.setup.sim}: safety") and s.level == DiagnosticStatus.ERROR:
+            if s.name.startswith(f"{self.robot.sim_executable.name}: safety") and s.level == DiagnosticStatus.ERROR:
                 with self.lock:  # the periodic republication of a fault already counted is not a new one
                     if s.message not in self.safety_reports:
                         self.safety_reports.append(s.message)
                         self.sig.safety_faults = len(self.safety_reports)
-            elif s.name == f"{self.setup.bridge}: protective_stop" and s.level == DiagnosticStatus.ERROR:
+            elif s.name == f"{self.bridge}: protective_stop" and s.level == DiagnosticStatus.ERROR:
                 with self.lock:
                     self.protective_stop = self.protective_stop or s.message[:300]
-            elif s.name == f"{self.setup.bridge}: commands":
+            elif s.name == f"{self.bridge}: commands":
                 refused = next((int(kv.value) for kv in s.values if kv.key == "refused" and kv.value.isdigit()), 0)
                 with self.lock:  # the bridge logs one line per run of repeated refusals; it counts every one
                     self.bridge_refused = max(self.bridge_refused, refused)
@@ -635,11 +621,10 @@ def dds_profiles() -> dict[str, str]:
     return {"FASTDDS_DEFAULT_PROFILES_FILE": _PROFILES["graph"]}
 
 
-def _bridge_limits(robot: str, raw: dict, bridge: str):
+def _bridge_limits(robot: RobotProfile, raw: dict, bridge: str):
     """The bridge's joint limits in stack units, with the config's bridge parameters (what /trajectory must
     respect); None for driving."""
-    entry = registry.robot(robot)
-    if entry.bridge_limits is None:
+    if robot.parts.bridge_limits is None:
         return None
     params = raw["nodes"].get(bridge, {}).get("parameters", {})
-    return entry.joint_limits({k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
+    return registry.joint_limits(robot, {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})

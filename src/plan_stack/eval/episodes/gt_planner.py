@@ -31,6 +31,7 @@ from rclpy.node import Node
 from plan_stack.actions.demos import keyframe_in_force
 from plan_stack.embodiments import registry
 from plan_stack.msg import Observation, PlanFeatures, Primitive, VisualPlan
+from plan_stack.robots import profile
 from plan_stack.ros.image import image_to_numpy
 from plan_stack.ros.qos import RELIABLE_QOS
 from plan_stack.ros.time import stamp_to_s
@@ -42,15 +43,15 @@ def expert_keyframes(robot: str, task: str, seed: int, image_size: tuple[int, in
     """The annotated keyframes of the scripted expert's episode of `seed`, recorded into a temporary folder
     by the robot's own recorder (`plan-stack record-demos`, the options the planner's data was recorded
     with: 224 px, cameras at 2 Hz)."""
-    from plan_stack.data.episodes import ROBOTS, load_episode_keyframes
+    from plan_stack.data.episodes import load_episode_keyframes
 
-    if not ROBOTS[robot].action_head:
+    robot_profile = profile(robot)
+    if not robot_profile.learning.action_head:
         raise ValueError(f"--gt-plans: the {robot} stack has no action head to feed ground-truth plan features")
-    entry = registry.robot(robot)
-    options = entry.load(entry.record_options)(width=224, height=224, camera_rate_hz=2.0)
+    options = registry.record_options_class(robot_profile)(width=224, height=224, camera_rate_hz=2.0)
     with tempfile.TemporaryDirectory(prefix="plan_stack_gt_") as tmp:
-        annotation = entry.recorder(task, tmp, 224, 224)(seed, options)
-        return load_episode_keyframes(f"{tmp}/{annotation['bag']}.json", ROBOTS[robot], image_size,
+        annotation = registry.recorder(robot_profile, task, tmp, 224, 224)(seed, options)
+        return load_episode_keyframes(f"{tmp}/{annotation['bag']}.json", robot_profile.learning, image_size,
                                       successful_only=False)
 
 
@@ -61,18 +62,17 @@ class GroundTruthPlanner(Node):
         import torch
         from rclpy.parameter import Parameter
 
-        from plan_stack.data.episodes import ROBOTS
         from plan_stack.paths import find_data
         from plan_stack.planning.model_dir import load_planner_model
 
         super().__init__("gt_planner", parameter_overrides=[Parameter("use_sim_time", value=True)], **kwargs)
         nodes = raw_config["nodes"]
         sim = next(spec for spec in nodes.values() if spec.get("executable", "").endswith("_sim"))
-        task = sim.get("parameters", {}).get("task") or registry.robot(robot).tasks[0]
+        task = sim.get("parameters", {}).get("task") or profile(robot).episode.tasks[0]
         planner = _planner_parameters(robot)
         torch.set_num_threads(int(planner.get("torch_threads", 1)))
         self.model = load_planner_model(find_data("models", planner.get("model_dir", robot)))
-        self.spec = ROBOTS[robot]
+        self.spec = profile(robot).learning
         self.replan_period_s = float(planner.get("replan_period_s", 0.5))
         self.keyframes = expert_keyframes(robot, task, seed, self.model.required_image_size())
         if not self.keyframes:
