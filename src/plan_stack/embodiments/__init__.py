@@ -4,7 +4,9 @@ Every robot folder has the same modules (`sim`, `expert`, `recording`, `bridge`,
 `sim_node`, `bridge_node`) and is found through `registry` (robot name -> its
 parts), never through `if robot == ...` chains. Shared pieces at this level:
 
-* ROS-free: the arm bridges' decisions (`arm_bridge.ArmBridge`); trajectory
+* ROS-free: the arm bridges' decisions and shared parameters
+  (`arm_bridge.ArmBridge`, `arm_bridge.ArmBridgeConfig`), the simulators'
+  shared parameters (`sim_config.SimConfig`) and pacing (`pacing`); trajectory
   checks and the stop profile live in `plan_stack.trajectory.checks`, URDF
   limits in `plan_stack.trajectory.limits`, pinhole cameras, projection and
   segmentation in `plan_stack.camera`, annotation pieces and the rosbag2
