@@ -14,7 +14,7 @@ def test_stitcher_help_names_the_action_the_bridge_serves():
 
     from plan_stack.embodiments.aloha.bridge_node import AlohaBridgeNode
     from plan_stack.ros.testing import executor_with, ros_context, spin_until
-    from plan_stack.trajectory.stitcher_node import StitcherNodeConfig
+    from plan_stack.trajectory.config import StitcherNodeConfig
 
     help_text = next(f for f in dataclasses.fields(StitcherNodeConfig)
                      if f.name == "execute_action").metadata["plan_stack"].description

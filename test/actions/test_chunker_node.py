@@ -96,7 +96,7 @@ def test_chunker_cadence_rtc_prefix_and_refusals(checkpoint, backend):
 
             # 2. features arrive; a chunk every S control steps, stamped with the observation time
             rig.plan.publish(rig.features(10.0))
-            assert spin_until(ex, lambda: chunker._plan is not None, 15.0)
+            assert spin_until(ex, lambda: chunker.plans.plan is not None, 15.0)
             for k in range(9):
                 step(10.0 + k * DT)
             assert spin_until(ex, lambda: len(rig.chunks) == 3, 15.0)
@@ -127,7 +127,7 @@ def test_chunker_cadence_rtc_prefix_and_refusals(checkpoint, backend):
 
             # 6. a fresh plan: chunks resume, starting without a prefix (RTC state was reset)
             rig.plan.publish(rig.features(10.84))
-            assert spin_until(ex, lambda: chunker._plan is not None, 15.0)
+            assert spin_until(ex, lambda: chunker.plans.plan is not None, 15.0)
             step(10.84)
             assert spin_until(ex, lambda: len(rig.chunks) == n + 1, 15.0)
             assert rig.chunks[-1].prefix_len == 0
@@ -158,7 +158,7 @@ def test_clock_jumping_back_drops_plan_and_rtc_state(checkpoint):
 
             clock(20.0)
             rig.plan.publish(rig.features(20.0))
-            assert spin_until(ex, lambda: chunker._plan is not None, 15.0)
+            assert spin_until(ex, lambda: chunker.plans.plan is not None, 15.0)
             for k in range(S + 1):
                 clock(20.0 + k * DT)
                 observe(20.0 + k * DT)
@@ -167,7 +167,7 @@ def test_clock_jumping_back_drops_plan_and_rtc_state(checkpoint):
 
             clock(1.0)  # the simulator was reset
             assert spin_until(ex, lambda: _diag_seen(rig, "clock", "clock jumped back"), 15.0)
-            assert chunker.clock_resets == 1 and chunker._plan is None
+            assert chunker.clock_resets == 1 and chunker.plans.plan is None
             observe(1.0)  # no plan features from before the reset are used
             assert spin_until(ex, lambda: _diag_seen(rig, "plan", "from before the reset dropped"), 15.0)
             rig.plan.publish(rig.features(20.1))  # in flight from before the reset: stamped in the future
@@ -175,7 +175,7 @@ def test_clock_jumping_back_drops_plan_and_rtc_state(checkpoint):
             assert len(rig.chunks) == 2
 
             rig.plan.publish(rig.features(1.0))
-            assert spin_until(ex, lambda: chunker._plan is not None, 15.0)
+            assert spin_until(ex, lambda: chunker.plans.plan is not None, 15.0)
             clock(1.02)
             observe(1.02)
             assert spin_until(ex, lambda: len(rig.chunks) == 3, 15.0)

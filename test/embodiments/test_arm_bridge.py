@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
 
+from plan_stack.config import ConfigError, info_of
 from plan_stack.embodiments.arm_bridge import (
     PREEMPTED,
     ArmBridge,
+    ArmBridgeConfig,
     ArmBridgeSettings,
     GoalOutcome,
     GoalStep,
     WatchdogState,
+    follow_goal,
+    robot_default,
+    several_publishers,
 )
 from plan_stack.trajectory.checks import (
     GOAL_TOLERANCE_VIOLATED,
@@ -336,3 +342,118 @@ def test_no_thresholds_no_check_and_a_wrong_count_is_an_error():
     with pytest.raises(ValueError, match="collision_tracking_error"):
         ArmBridge(NAMES, LIMITS, dataclasses.replace(SETTINGS, collision_tracking_error=np.array([0.2])),
                   np.array([True, True]), np.array([0.05, 0.05]))
+
+
+# --- ArmBridgeConfig ------------------------------------------------------------------------------------------
+
+
+def test_the_shared_config_gives_the_settings_and_goal_checks():
+    cfg = ArmBridgeConfig(joint_names=NAMES, watchdog_timeout=0.4, jump_tolerance=0.03, goal_time_tolerance_s=2.0,
+                          feedback_period_s=0.2, stop_deceleration_scale=0.5, max_start_delay_s=3.0, late_join_s=0.05,
+                          collision_tracking_error=(0.2, 0.0), goal_tolerance=0.01)
+    settings = cfg.settings()
+    assert (settings.watchdog_timeout_s, settings.jump_tolerance, settings.goal_time_tolerance_s,
+            settings.feedback_period_s, settings.stop_deceleration_scale, settings.max_start_delay_s,
+            settings.late_join_s, settings.stop_lead_s, settings.track_at_measurement_stamp) == (
+        0.4, 0.03, 2.0, 0.2, 0.5, 3.0, 0.05, 0.0, True)
+    assert settings.collision_tracking_error.tolist() == [0.2, np.inf]  # 0: that joint is not checked
+    assert ArmBridgeConfig(joint_names=NAMES).settings().collision_tracking_error is None  # empty: no check
+    tracked, tolerance = cfg.goal_checks()
+    assert tracked.tolist() == [True, True] and tolerance.tolist() == [0.01, 0.01]
+    assert cfg.state_joint_names == NAMES
+    q = np.array([0.1, 0.2])
+    assert cfg.joint_to_stack(q) is q
+    with pytest.raises(NotImplementedError):
+        cfg.limits()  # a robot's config knows its URDF
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(collision_tracking_error=(0.2,)), r"^collision_tracking_error: expected none or 2 values \(one per joint "
+                                            r"of joint_names\), got 1"),
+    (dict(watchdog_timeout=0.0), r"^watchdog_timeout: 0.0 is below the minimum 0.01"),
+    (dict(velocity_scale=1.5), r"^velocity_scale: 1.5 is above the maximum 1.0"),
+])
+def test_the_shared_config_refuses_bad_values(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        ArmBridgeConfig(joint_names=NAMES, **kw)
+
+
+def test_a_robot_default_keeps_the_shared_description_bounds_and_flags():
+    shared = info_of(ArmBridgeConfig.__dataclass_fields__["collision_tracking_error"])
+    own = robot_default("collision_tracking_error", (0.3, 0.3))
+    assert isinstance(own, dataclasses.Field) and own.default == (0.3, 0.3)
+    assert own.metadata["plan_stack"] == shared
+
+
+def test_two_joint_states_publishers_are_named_as_a_likely_second_robot():
+    assert several_publishers("/joint_states", ["/aloha_sim"]) == ""
+    assert several_publishers("/joint_states", ["/a/sim", "/b/sim"]) == (
+        "2 publishers on /joint_states (/a/sim, /b/sim): two robots or simulators on one ROS domain?")
+
+
+# --- follow_goal ---------------------------------------------------------------------------------------------
+
+
+class _Polls:
+    """The robot clock advanced by each poll's wall-clock sleep; the robot follows the reference exactly."""
+
+    def __init__(self, bridge: ArmBridge, dt_s: float) -> None:
+        self.bridge, self.dt_s, self.now_s, self.count = bridge, dt_s, 0.0, 0
+
+    def sleep(self, poll_s: float) -> None:
+        assert poll_s == 0.005
+        self.count += 1
+        self.now_s += self.dt_s
+        ref = self.bridge.reference(self.now_s)
+        self.bridge.on_joint_state(ref.positions.copy(), self.now_s)
+
+
+def _follow(b: ArmBridge, polls: _Polls, cancel_after: int | None = None):
+    lock = threading.Lock()
+    sent: list = []
+    feedback: list = []
+
+    def send(traj) -> None:
+        assert lock.locked()  # commands go out while the bridge's decision is still the latest
+        sent.append(traj)
+
+    monitor = b.monitor(b.accept(_move([0.2, -0.2]), 0.0), 0.0)
+    step = follow_goal(monitor, lambda: polls.now_s, lambda: cancel_after is not None and polls.count > cancel_after,
+                       lock, send, lambda t, e: feedback.append((t, e)), 0.005, sleep=polls.sleep)
+    return step, sent, feedback
+
+
+def test_following_a_goal_polls_until_it_succeeds_with_paced_feedback():
+    b = _bridge()
+    polls = _Polls(b, 0.02)
+    step, sent, feedback = _follow(b, polls)
+    assert step.outcome is GoalOutcome.SUCCEEDED and step.error_code == SUCCESSFUL and sent == []
+    assert polls.count == 50  # the goal's 1 s in polls of 0.02 s
+    times = np.array([t for t, _ in feedback])
+    assert times[0] == pytest.approx(0.02)  # at the first poll, then paced by feedback_period_s (0.1 s)
+    assert np.all(np.diff(times) > 0.1 - 1e-9) and np.all(np.diff(times) < 0.12 + 1e-9)
+    assert all(e == pytest.approx(0.0, abs=1e-12) for _, e in feedback)
+
+
+def test_a_cancel_sends_its_stop_under_the_lock_and_no_feedback_with_it():
+    b = _bridge()
+    _, _, uncancelled = _follow(b, _Polls(b, 0.02))
+    due = [round(t / 0.02) for t, _ in uncancelled]  # the polls that give feedback
+    b = _bridge()
+    polls = _Polls(b, 0.02)
+    step, sent, feedback = _follow(b, polls, cancel_after=due[3] - 1)  # cancelled at a poll due to give feedback
+    assert step.outcome is GoalOutcome.CANCELED and polls.count == due[3]
+    assert len(sent) == 1 and sent[0].positions.shape[1] == 2  # the stop, within the acceleration limits
+    assert feedback == uncancelled[:3]  # paced feedback before the cancel, none with it
+
+
+def test_a_goal_already_preempted_is_not_polled():
+    b = _bridge()
+    first = b.accept(_move([0.2, -0.2]), 0.0)
+    b.accept(_move([0.1, 0.1]), 0.0)
+    step = b.monitor(first, 0.0)
+    assert isinstance(step, GoalStep)
+    polls = _Polls(b, 0.02)
+    out = follow_goal(step, lambda: polls.now_s, lambda: False, threading.Lock(), lambda t: None,
+                      lambda t, e: None, 0.005, sleep=polls.sleep)
+    assert out is step and out.message == PREEMPTED and polls.count == 0

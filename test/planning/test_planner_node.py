@@ -231,7 +231,7 @@ def test_shutdown_mid_plan_stops_the_worker(model_dir):
             assert gate.entered.acquire(timeout=TIMEOUT_S)
             closer = threading.Thread(target=node.close)
             closer.start()
-            assert wait_for(lambda: node._stopping.is_set())
+            assert wait_for(lambda: node.scheduler.stopping)
             gate.open.set()  # the plan starts after the stop request: cancelled at its first step
             closer.join(TIMEOUT_S)
             assert not closer.is_alive() and not node._worker.is_alive()
@@ -254,7 +254,7 @@ def test_bad_model_dir_or_parameters_stop_the_node(tmp_path, model_dir):
 @pytest.mark.parametrize("robot, camera", [("aloha", "cam_high")])  # franka, drive: once their models exist
 def test_robot_configs_give_the_planner_valid_parameters(robot, camera):
     from plan_stack.config import from_mapping
-    from plan_stack.planning.planner_node import PlannerNodeConfig
+    from plan_stack.planning.config import PlannerNodeConfig
     from plan_stack.planning.runtime import RuntimeConfig
     from plan_stack.robot_config import load_robot_config
 

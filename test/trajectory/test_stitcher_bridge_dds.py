@@ -95,8 +95,8 @@ def test_after_a_refused_trajectory_the_next_starts_where_the_bridge_holds():
                               and peer.states.get_subscription_count() >= 1
                               and peer.count_subscribers("trajectory") >= 1, 20.0)
             # Start-up: the bridge holds the first measured state and says so; the stitcher takes it.
-            assert spin_until(ex, lambda: (peer.state(q_robot), stitcher._executing is not None and peer.active)[1],
-                              20.0)
+            assert spin_until(ex, lambda: (peer.state(q_robot),
+                                           stitcher.start.executing is not None and peer.active)[1], 20.0)
             hold = trajectory_from_msg(peer.active[-1]).positions[0]
             assert hold[6] == pytest.approx((FINGER - 0.01844) * 25.278, abs=1e-3)  # stack units
 
@@ -119,7 +119,8 @@ def test_after_a_refused_trajectory_the_next_starts_where_the_bridge_holds():
             # refused one, and accepted.
             # no report of the refused one within the acknowledgement timeout (bridge_ack_timeout_s, or twice the
             # slowest report so far on a loaded machine)
-            assert spin_until(ex, lambda: stitcher._now_s() - stitcher._sent[1] > stitcher._ack_timeout_s(), 20.0)
+            start = stitcher.start
+            assert spin_until(ex, lambda: stitcher._now_s() - start.sent[1] > start.ack_timeout_s(), 20.0)
             peer.chunks.publish(peer.chunk(slow + 0.02 * ramp * np.eye(len(JOINT_NAMES))[WAIST]))
             assert spin_until(ex, lambda: len(peer.trajs) == 3 and peer.executing(peer.trajs[2]), 20.0)
             third = peer.trajs[2]

@@ -110,9 +110,9 @@ def test_chunks_become_trajectories_and_bad_chunks_do_not():
             assert spin_until(ex, lambda: (peer.states.publish(lacking), any(
                 s.name.endswith("joint_states") and "rejected: missing joints ['grip']" in s.message
                 for s in peer.diags))[1], 10.0)
-            assert node._measured is None and node.counts["bad_joint_states"] >= 1
+            assert node.start.measured is None and node.counts["bad_joint_states"] >= 1
 
-            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node.start.measured is not None)[1], 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             first = peer.trajs[0]
@@ -200,7 +200,7 @@ def _measuring_reference_start(ex, node, peer) -> np.ndarray:
     assert spin_until(ex, lambda: peer.chunks.get_subscription_count() > 0
                       and peer.states.get_subscription_count() > 0, 20.0)
     ref = _reference()
-    assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+    assert spin_until(ex, lambda: (peer.state(ref[0]), node.start.measured is not None)[1], 15.0)
     return ref
 
 
@@ -215,14 +215,14 @@ def test_measured_joints_far_from_the_active_trajectory_re_anchor_the_next_one()
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             # Close to the trajectory: stitched onto it, no re-anchoring.
-            assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node._measured[1], ref[0]))[1], 15.0)
+            assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node.start.measured[1], ref[0]))[1], 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
             assert node.counts["reanchored"] == 0
             # The robot stayed 0.5 rad away (say the bridge refused every trajectory): the next one starts
             # at the measured state instead of stitching onto a trajectory nobody executes.
             far = ref[0] + np.array([0.5, 0.0, 0.0, 0.0])
-            assert spin_until(ex, lambda: (peer.state(far), np.allclose(node._measured[1], far))[1], 15.0)
+            assert spin_until(ex, lambda: (peer.state(far), np.allclose(node.start.measured[1], far))[1], 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 3, 15.0)
             assert node.counts["reanchored"] == 1
@@ -247,8 +247,8 @@ def test_a_goal_the_bridge_aborts_re_anchors_the_next_trajectory():
         with executor_with(ctx, node, peer) as ex:
             ref = _measuring_reference_start(ex, node, peer)
             peer.chunks.publish(peer.chunk(ref))
-            assert spin_until(ex, lambda: node._refused is not None, 20.0)
-            assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node._measured[1], ref[0]))[1], 15.0)
+            assert spin_until(ex, lambda: node.start.refused is not None, 20.0)
+            assert spin_until(ex, lambda: (peer.state(ref[0]), np.allclose(node.start.measured[1], ref[0]))[1], 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
             assert node.counts["reanchored"] == 1
@@ -275,7 +275,7 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
 
         def state_at(t_s, q):
             peer.state_at(t_s, q)
-            return node._measured is not None and np.allclose(node._measured[1], q)
+            return node.start.measured is not None and np.allclose(node.start.measured[1], q)
 
         def clock(t_s):
             return _set_clock(ex, node, clock_pub, t_s)
@@ -294,7 +294,7 @@ def test_clock_jumping_back_drops_the_active_trajectory_and_measured_state():
             assert spin_until(ex, lambda: any(s.name == "stitcher: clock" and "jumped back" in s.message
                                               for s in peer.diags), 15.0)
             assert node.counts["clock_resets"] == 1
-            assert node.stitcher.active is None and node._measured is None
+            assert node.stitcher.active is None and node.start.measured is None
             peer.chunks.publish(chunk_at(50.02))  # in flight from before the reset
             assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
             assert any("future" in s.message for s in peer.diags if "rejected chunk" in s.message) or spin_until(
@@ -328,7 +328,7 @@ def test_gripper_samples_past_their_range_saturate_and_arm_samples_are_rejected(
             ref = _reference()
             ref[:, 3] = 0.5 + 0.68 * np.sin(2 * np.pi * np.arange(H) * DT / 1.2)  # 0.18 beyond [0, 1]
             beyond = int(np.count_nonzero((ref[:, 3] > 1.0) | (ref[:, 3] < 0.0)))
-            assert spin_until(ex, lambda: (peer.state(ref[0]), node._measured is not None)[1], 15.0)
+            assert spin_until(ex, lambda: (peer.state(ref[0]), node.start.measured is not None)[1], 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             grip = [p.positions[3] for p in peer.trajs[0].points]
@@ -383,27 +383,27 @@ def test_a_bridge_mode_stitcher_starts_only_from_the_bridge_report_at_start_up_a
                               and active.get_subscription_count() > 0
                               and peer.count_subscribers("/clock") >= 1, 20.0)
             assert clock(50.0)
-            assert spin_until(ex, lambda: peer.state_at(50.0, ref[0]) or node._measured is not None, 15.0)
+            assert spin_until(ex, lambda: peer.state_at(50.0, ref[0]) or node.start.measured is not None, 15.0)
             peer.chunks.publish(chunk_at(50.0))  # joint_states, no report yet: refused with the reason
             assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
             assert spin_until(ex, lambda: any("waiting for the bridge" in s.message for s in peer.diags), 10.0)
             assert not peer.trajs
             hold_at(50.0, ref[0])
-            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            assert spin_until(ex, lambda: node.start.executing is not None, 15.0)
             peer.chunks.publish(chunk_at(50.0))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
 
             assert clock(1.0)  # the simulator was reset
             assert spin_until(ex, lambda: node.counts["clock_resets"] == 1, 15.0)
             moved = ref[0] + np.array([0.3, -0.2, 0.1, 0.0])  # where the reset left the robot
-            assert spin_until(ex, lambda: peer.state_at(1.0, moved) or node._measured is not None, 15.0)
+            assert spin_until(ex, lambda: peer.state_at(1.0, moved) or node.start.measured is not None, 15.0)
             # joint_states are here, the bridge has not reported: refused with the reason, no trajectory
             peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
             assert spin_until(ex, lambda: node.counts["rejected"] == 2, 15.0)
             assert len(peer.trajs) == 1
 
             hold_at(1.0, moved)  # the bridge's first joint state after the reset: its hold
-            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            assert spin_until(ex, lambda: node.start.executing is not None, 15.0)
             peer.chunks.publish(chunk_at(1.0, ref + (moved - ref[0])))
             assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)
             assert peer.trajs[1].header.stamp.sec == 1
@@ -429,7 +429,7 @@ def test_a_malformed_active_trajectory_is_never_stitched_onto():
                 pub.publish(msg)
                 assert spin_until(ex, lambda k=k: node.counts["bad_active_trajectories"] >= k, 15.0)
             assert spin_until(ex, lambda: node.counts["bad_active_trajectories"] == 2, 15.0)
-            assert node._executing is None
+            assert node.start.executing is None
             # nothing reported and no joint_states: a chunk is refused, never turned into motion
             peer.chunks.publish(peer.chunk(_reference()))
             assert spin_until(ex, lambda: node.counts["rejected"] == 1, 15.0)
@@ -437,7 +437,7 @@ def test_a_malformed_active_trajectory_is_never_stitched_onto():
             good = JointTrajectory(joint_names=NAMES, points=[JointTrajectoryPoint(positions=[0.1, 0.0, -0.2, 0.0])])
             good.header.stamp = peer.get_clock().now().to_msg()
             pub.publish(good)
-            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            assert spin_until(ex, lambda: node.start.executing is not None, 15.0)
             peer.chunks.publish(peer.chunk(_reference()))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             np.testing.assert_allclose(peer.trajs[0].points[0].positions, [0.1, 0.0, -0.2, 0.0], atol=1e-12)
@@ -465,14 +465,14 @@ def test_after_the_bridge_reported_ours_a_later_hold_is_stitched_onto_without_a_
                               > 0, 20.0)
             ref = _reference()
             hold(ref[0])
-            assert spin_until(ex, lambda: node._executing is not None, 15.0)
+            assert spin_until(ex, lambda: node.start.executing is not None, 15.0)
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 1, 15.0)
             pub.publish(peer.trajs[0])  # the bridge reports ours: accepted
-            assert spin_until(ex, lambda: node._acked, 15.0)
+            assert spin_until(ex, lambda: node.start.acked, 15.0)
             stop_at = ref[0] + np.array([0.05, -0.02, 0.01, 0.0])
             hold(stop_at)  # then something else is in force
-            assert spin_until(ex, lambda: not node._executing_ours, 15.0)
+            assert spin_until(ex, lambda: not node.start.executing_ours, 15.0)
             spin_until(ex, lambda: False, 0.3)  # beyond bridge_ack_timeout_s
             peer.chunks.publish(peer.chunk(ref))
             assert spin_until(ex, lambda: len(peer.trajs) == 2, 15.0)

@@ -6,7 +6,9 @@ parts and `registry` loads them, typed by the protocols of `base` (`Simulator`,
 `Expert`, `Recorder`), never through `if robot == ...` chains. Shared pieces at
 this level:
 
-* ROS-free: the arm bridges' decisions (`arm_bridge.ArmBridge`); trajectory
+* ROS-free: the arm bridges' decisions and shared parameters
+  (`arm_bridge.ArmBridge`, `arm_bridge.ArmBridgeConfig`), the simulators'
+  shared parameters (`sim_config.SimConfig`) and pacing (`pacing`); trajectory
   checks and the stop profile live in `plan_stack.trajectory.checks`, URDF
   limits in `plan_stack.trajectory.limits`, pinhole cameras, projection and
   segmentation in `plan_stack.camera`, annotation pieces and the rosbag2

@@ -24,23 +24,33 @@ convert messages, hold the lock, publish the commands and report.
 * Clock reset (`clock_reset`): the reference and the measured state are
   forgotten (a protective stop too); commands are refused until joint states
   arrive again.
+* Goal polling (`follow_goal`): a running goal stepped every few ms of wall
+  time until it ends, under the node's lock.
+* Configuration (`ArmBridgeConfig`): the parameters both arm bridges share,
+  extended by each robot's config, which also gives its limits, how its
+  joint_states read in stack units, and the settings and goal checks
+  `ArmBridge` takes.
 * What it executes: every command returned here (accepted trajectory,
   watchdog hold, stop) is the trajectory in force from its stamp on; before
   the first one, `hold` (the reference where the first joint state put it).
   The node publishes each on `active_trajectory`, so a trajectory generator
   can stitch onto what the bridge executes rather than onto what it sent.
 
-Not thread-safe: the node calls it with its lock held.
+Not thread-safe: the node calls `ArmBridge` and its monitors with its lock held.
 """
 from __future__ import annotations
 
 import collections
 import dataclasses
 import enum
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
 
+from plan_stack.config import ConfigError, info_of, param, validate
 from plan_stack.trajectory.checks import (
     GOAL_TOLERANCE_VIOLATED,
     INVALID_GOAL,
@@ -53,8 +63,9 @@ from plan_stack.trajectory.checks import (
 from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, TrajectoryFollower
 from plan_stack.trajectory.limits import Limits
 
-__all__ = ["ArmBridgeSettings", "ArmBridge", "Acceptance", "WatchdogState", "WatchdogDecision", "GoalOutcome",
-           "GoalStep", "GoalMonitor", "PREEMPTED", "ProtectiveStop"]
+__all__ = ["ArmBridgeConfig", "robot_default", "ArmBridgeSettings", "ArmBridge", "Acceptance", "WatchdogState",
+           "WatchdogDecision", "GoalOutcome", "GoalStep", "GoalMonitor", "PREEMPTED", "ProtectiveStop", "follow_goal",
+           "several_publishers"]
 
 #: Reference samples a goal keeps to compare each measurement with the reference at its stamp.
 _HISTORY_LEN = 200
@@ -85,6 +96,89 @@ class ArmBridgeSettings:
     #: per channel (bridge joint order): a measurement further than this from the reference at its stamp is a
     #: collision and makes a protective stop (inf: not checked; None: no collision check at all)
     collision_tracking_error: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmBridgeConfig:
+    """The parameters both arm bridges (`aloha_bridge`, `franka_bridge`) share; each robot's bridge config
+    extends it with its joints, limits and controllers, and overrides a field where its text or default is the
+    robot's own. `_check` is the robot's own validation, run between the field checks and the
+    collision_tracking_error length check."""
+
+    joint_names: tuple[str, ...] = param("stack joint names, in the bridge's channel order", read_only=True)
+    urdf_path: str = param("URDF with joint limits; empty = the package's URDF of the robot", "")
+    velocity_scale: float = param("fraction of the URDF velocity limits the bridge allows", 1.0, min=0.01, max=1.0)
+    watchdog_timeout: float = param(
+        "s after the last trajectory ends (or after start) before the bridge commands an explicit hold and reports it",
+        0.5, min=0.01)
+    goal_tolerance: float = param("max |joint error| at the end of a goal", 0.05, min=0.0)
+    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
+    max_start_delay_s: float = param(
+        "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
+        "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
+    jump_tolerance: float = param("max difference between the present reference and a point due now (rad, m)",
+                                  0.02, min=0.0)
+    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
+    late_join_s: float = param(
+        "a command delivered after its first point was due, refused only because the join from the present "
+        "reference to its next point is too short, is accepted without its points due within this long (s), "
+        "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
+    collision_tracking_error: tuple[float, ...] = param(
+        "per joint (bridge joint order): a joint measured further than this from the reference at its stamp "
+        "(rad; grippers normalised) is taken for a collision: protective stop, the arms held where measured and "
+        "every command refused until ~/reset_protective_stop; 0 = joint not checked, empty = no check",
+        (), min=0.0)
+    stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8,
+                                           min=0.05, max=1.0)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        self._check()
+        if len(self.collision_tracking_error) not in (0, len(self.joint_names)):
+            raise ConfigError(f"collision_tracking_error: expected none or {len(self.joint_names)} values (one per "
+                              f"joint of joint_names), got {len(self.collision_tracking_error)}")
+
+    def _check(self) -> None:
+        """The robot's own rules (its joints, per-joint lists); raise ConfigError naming the field."""
+
+    def settings(self) -> ArmBridgeSettings:
+        """The shared bridge behaviour; a robot's config adds what differs (`stop_lead_s`, ...)."""
+        collision = None
+        if self.collision_tracking_error:  # 0 for a joint: not checked
+            collision = np.asarray(self.collision_tracking_error, dtype=float)
+            collision = np.where(collision > 0.0, collision, np.inf)
+        return ArmBridgeSettings(
+            watchdog_timeout_s=self.watchdog_timeout, jump_tolerance=self.jump_tolerance,
+            goal_time_tolerance_s=self.goal_time_tolerance_s, feedback_period_s=self.feedback_period_s,
+            stop_deceleration_scale=self.stop_deceleration_scale, max_start_delay_s=self.max_start_delay_s,
+            late_join_s=self.late_join_s, collision_tracking_error=collision)
+
+    def goal_checks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tracked mask, per-channel goal tolerance) over the stack channels: every channel tracked and held
+        to `goal_tolerance`, unless the robot says otherwise."""
+        n = len(self.joint_names)
+        return np.ones(n, dtype=bool), np.full(n, self.goal_tolerance)
+
+    def limits(self) -> Limits:
+        """The limits the bridge enforces, in stack units and `joint_names` order (the robot's URDF and this
+        config); raises LimitsError."""
+        raise NotImplementedError
+
+    @property
+    def state_joint_names(self) -> tuple[str, ...]:
+        """The joint_states joints the bridge reads, in the order `joint_to_stack` takes them."""
+        return self.joint_names
+
+    def joint_to_stack(self, q: np.ndarray) -> np.ndarray:
+        """Measured positions (`state_joint_names` order, joint_states units) -> the stack's channels and units."""
+        return q
+
+
+def robot_default(name: str, default: Any) -> Any:
+    """`ArmBridgeConfig`'s parameter `name` (description, bounds, read-only flag) with a robot's own default."""
+    info = info_of(ArmBridgeConfig.__dataclass_fields__[name])
+    return param(info.description, default, min=info.min, max=info.max, choices=info.choices,
+                 read_only=info.read_only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -419,3 +513,37 @@ class GoalMonitor:
                 return GoalStep(GoalOutcome.TOLERANCE_VIOLATED, GOAL_TOLERANCE_VIOLATED,
                                 f"{b.names[j]} is {final[j]:.4g} from its goal after goal_time_tolerance_s", feedback)
         return GoalStep(GoalOutcome.RUNNING, feedback=feedback)
+
+
+def several_publishers(topic: str, nodes: Sequence[str]) -> str:
+    """Why the measurement may jump when more than one node publishes joint_states on `topic` (else ""): two
+    robots or simulators on one ROS domain each send their own joint states, and the tracking check reads the
+    jumps between them as a collision."""
+    if len(nodes) < 2:
+        return ""
+    return f"{len(nodes)} publishers on {topic} ({', '.join(nodes)}): two robots or simulators on one ROS domain?"
+
+
+def follow_goal(monitor: GoalMonitor | GoalStep, now: Callable[[], float], cancel_requested: Callable[[], bool],
+                lock: AbstractContextManager, send: Callable[[Trajectory], None],
+                feedback: Callable[[float, float], None], poll_s: float,
+                sleep: Callable[[float], None] = time.sleep) -> GoalStep:
+    """Poll an accepted goal every `poll_s` of wall time until it ends; its last step.
+
+    Each poll reads `cancel_requested()`, then steps the monitor at `now()` with `lock` (the bridge's) held and
+    sends the stop a cancel returns while still holding it, so commands go out in the order the bridge decided
+    them. `feedback(time_from_start, max_tracking_error)` is called after the lock is released, as paced by
+    `feedback_period_s`, never with the cancel's step. `monitor` may already be the final step (preempted).
+    """
+    while not isinstance(monitor, GoalStep):
+        sleep(poll_s)
+        cancel = cancel_requested()
+        with lock:
+            step = monitor.step(now(), cancel)
+            if step.command is not None:
+                send(step.command)
+        if step.feedback is not None and step.outcome is not GoalOutcome.CANCELED:
+            feedback(*step.feedback)
+        if step.outcome is not GoalOutcome.RUNNING:
+            monitor = step
+    return monitor

@@ -1,26 +1,18 @@
-"""Base of the arm bridge nodes (`aloha_bridge`, `franka_bridge`): the stack's joint trajectories -> a robot's controllers.
+"""Base of the arm bridge nodes (`aloha_bridge`, `franka_bridge`): stack trajectories -> a robot's controllers.
 
-Serves `execute_trajectory` (plan_stack/action/ExecuteTrajectory) and follows
-streamed trajectories on `trajectory`. Publishes on `active_trajectory`
-(latched) every command it sends its controllers (accepted trajectories,
-watchdog holds, stops; a hold at the first joint state), in stack units and
-its joint order: the trajectory in force from its stamp on, so the stitcher
-stitches onto what the bridge executes, not onto what it sent. Wiring only: every decision (validation,
-re-stamping, the mirrored reference, the watchdog, goal monitoring, tolerance
-checks, stops) is `embodiments.arm_bridge.ArmBridge`'s; this node converts
-messages, holds the lock around the library, publishes the commands it returns
-through the embodiment's `_publish_command` and reports on /diagnostics. Must
-run on the sim/robot clock (`use_sim_time: true` with the simulator).
-
-An embodiment supplies its config type and implements `_configure` (stack
-joint names, limits, command publishers, `state_joint_names`), `_goal_checks`,
-`_joint_to_stack` (joint_states units -> stack units), `_publish_command` and,
-where it differs, `_settings` (the `ArmBridgeSettings` from its config).
+Serves `execute_trajectory` (plan_stack/action/ExecuteTrajectory) and follows streamed trajectories on
+`trajectory`. Publishes on `active_trajectory` (latched) every command it sends its controllers (accepted
+trajectories, watchdog holds, stops; a hold at the first joint state), in stack units and its joint order: the
+trajectory in force from its stamp on, so the stitcher stitches onto what the bridge executes, not onto what it
+sent. Wiring only: every decision (validation, re-stamping, the mirrored reference, the watchdog, goal
+monitoring, tolerance checks, stops) is `embodiments.arm_bridge.ArmBridge`'s, and the robot's joints, limits,
+joint_states units and settings are its `ArmBridgeConfig`'s; this node converts messages, holds the lock around
+the library, publishes the commands it returns through the embodiment's `_publish_command` (on the publishers
+of its `_create_publishers`) and reports on /diagnostics. Run it on the sim/robot clock (`use_sim_time`).
 """
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -35,21 +27,22 @@ from plan_stack.action import ExecuteTrajectory
 from plan_stack.embodiments.arm_bridge import (
     Acceptance,
     ArmBridge,
-    ArmBridgeSettings,
+    ArmBridgeConfig,
     GoalOutcome,
-    GoalStep,
     WatchdogState,
+    follow_goal,
+    several_publishers,
 )
 from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
+from plan_stack.ros.graph import publisher_nodes
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.repeats import RepeatFilter
 from plan_stack.ros.time import clock_s, stamp_to_s
 from plan_stack.ros.trajectory import trajectory_from_cdr, trajectory_from_msg, trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
-from plan_stack.trajectory.limits import Limits
 
 __all__ = ["ArmBridgeNode"]
 
@@ -59,13 +52,10 @@ _GOAL_POLL_S = 0.005
 #: diagnostics cadence, and how often the joint_states publishers are counted (a graph query)
 _DIAGNOSTICS_PERIOD_S = 1.0
 
-_WATCHDOG_LEVEL = {WatchdogState.WAITING: STALE, WatchdogState.FOLLOWING: OK,
-                   WatchdogState.HOLDING: WARN}
+_WATCHDOG_LEVEL = {WatchdogState.WAITING: STALE, WatchdogState.FOLLOWING: OK, WatchdogState.HOLDING: WARN}
 
 
 class ArmBridgeNode(Node):
-    #: joint_states joints the bridge needs, in the order `_joint_to_stack` takes them (set by `_configure`).
-    state_joint_names: tuple[str, ...]
     #: an executing goal blocks its thread while it monitors the motion; the
     #: stream, joint states and watchdog need threads of their own meanwhile.
     executor_threads = 3
@@ -74,14 +64,14 @@ class ArmBridgeNode(Node):
         super().__init__(node_name, **kwargs)
         # the robot's bridge config: its type is the subclass's
         self.cfg: Any = declare_config(self, config_type)
-        cfg: Any = self.cfg
+        cfg: ArmBridgeConfig = self.cfg
         self._lock = threading.Lock()
         self._group = ReentrantCallbackGroup()
-        names, limits = self._configure(cfg)
-        tracked, tolerance = self._goal_checks(cfg)
-        self.bridge = ArmBridge(names, limits, self._settings(cfg), tracked, tolerance)
-        self.names, self.limits = self.bridge.names, limits
-        self._joints = JointSelector(self.state_joint_names)
+        self._create_publishers(cfg)
+        self.limits = cfg.limits()
+        self.bridge = ArmBridge(cfg.joint_names, self.limits, cfg.settings(), *cfg.goal_checks())
+        self.names = self.bridge.names
+        self._joints = JointSelector(cfg.state_joint_names)
         self.diagnostics = Diagnostics(self, _DIAGNOSTICS_PERIOD_S)
         self._refusal_log = RepeatFilter()
         self._refusals = 0  # commands refused since start (diagnostics `commands`, value `refused`)
@@ -91,12 +81,9 @@ class ArmBridgeNode(Node):
         self.create_subscription(JointTrajectory, "trajectory", self._on_stream, RELIABLE_QOS,
                                  callback_group=self._group, raw=True)
         self._active_pub = self.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
-        self._server = ActionServer(
-            self, ExecuteTrajectory, "execute_trajectory", self._execute,
-            goal_callback=lambda goal: GoalResponse.ACCEPT,
-            cancel_callback=lambda handle: CancelResponse.ACCEPT,
-            callback_group=self._group,
-        )
+        self._server = ActionServer(self, ExecuteTrajectory, "execute_trajectory", self._execute,
+                                    goal_callback=lambda goal: GoalResponse.ACCEPT,
+                                    cancel_callback=lambda handle: CancelResponse.ACCEPT, callback_group=self._group)
         self.create_timer(self.bridge.settings.watchdog_timeout_s / 4.0, self._watchdog, callback_group=self._group)
         self.create_service(Trigger, "~/reset_protective_stop", self._on_reset_protective_stop,
                             callback_group=self._group)
@@ -105,28 +92,8 @@ class ArmBridgeNode(Node):
 
     # --- embodiment hooks ---------------------------------------------------------
 
-    def _configure(self, cfg) -> tuple[tuple[str, ...], Limits]:
-        """Create the command publishers, set `state_joint_names`; return (stack joint names, limits)."""
-        raise NotImplementedError
-
-    def _goal_checks(self, cfg) -> tuple[np.ndarray, np.ndarray]:
-        """(tracked mask, per-channel goal tolerance) over the stack channels."""
-        raise NotImplementedError
-
-    def _settings(self, cfg) -> ArmBridgeSettings:
-        """The shared bridge behaviour from the node config."""
-        collision = None
-        if cfg.collision_tracking_error:  # 0 for a joint: not checked
-            collision = np.asarray(cfg.collision_tracking_error, dtype=float)
-            collision = np.where(collision > 0.0, collision, np.inf)
-        return ArmBridgeSettings(
-            watchdog_timeout_s=cfg.watchdog_timeout, jump_tolerance=cfg.jump_tolerance,
-            goal_time_tolerance_s=cfg.goal_time_tolerance_s, feedback_period_s=cfg.feedback_period_s,
-            stop_deceleration_scale=cfg.stop_deceleration_scale, max_start_delay_s=cfg.max_start_delay_s,
-            late_join_s=cfg.late_join_s, collision_tracking_error=collision)
-
-    def _joint_to_stack(self, q: np.ndarray) -> np.ndarray:
-        """joint_states positions (in `state_joint_names` order) -> stack vector."""
+    def _create_publishers(self, cfg) -> None:
+        """Create the robot's command publishers (the config is the embodiment's)."""
         raise NotImplementedError
 
     def _publish_command(self, traj: Trajectory) -> None:
@@ -140,13 +107,6 @@ class ArmBridgeNode(Node):
         """Send a command to the controllers and say on `active_trajectory` that it is now in force."""
         self._publish_command(traj)
         self._active_pub.publish(trajectory_to_cdr(traj))
-
-    # Read-only views of the library's state, kept for callers (tests, scripts) written before `ArmBridge`.
-    _follower = property(lambda self: self.bridge.follower)
-    _measured = property(lambda self: self.bridge.measured)
-    _measured_s = property(lambda self: self.bridge.measured_s)
-    _seq = property(lambda self: self.bridge.seq)
-    _hold_sent = property(lambda self: self.bridge.hold_sent)
 
     @property
     def ready(self) -> bool:
@@ -165,30 +125,15 @@ class ArmBridgeNode(Node):
         if stopped:
             self.diagnostics.report("protective_stop", OK, "cleared by the clock reset", now=True)
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
-        self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for "
-                                "joint_states", now=True)
-
-    def _joint_state_publishers(self) -> tuple[str, list[str]]:
-        """The resolved joint_states topic and the nodes publishing it."""
-        topic = self.resolve_topic_name("joint_states")
-        nodes = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in self.get_publishers_info_by_topic(topic)]
-        return topic, sorted(nodes)
+        self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for joint_states", now=True)
 
     def _more_than_one_robot(self) -> str:
-        """Why the measurement may jump, when more than one node publishes joint_states (else empty): two
-        robots or simulators on one ROS domain each send their own joint states, and the tracking check
-        reads the jumps between them as a collision."""
-        topic, nodes = self._joint_state_publishers()
-        if len(nodes) < 2:
-            return ""
-        return f"{len(nodes)} publishers on {topic} ({', '.join(nodes)}): two robots or simulators on one ROS domain?"
+        topic = self.resolve_topic_name("joint_states")
+        return several_publishers(topic, publisher_nodes(self, topic))
 
     def _check_joint_state_publishers(self) -> None:
         said = self._more_than_one_robot()
-        if said:
-            self.diagnostics.report("joint_states_publishers", WARN, said)
-        else:
-            self.diagnostics.report("joint_states_publishers", OK, "one publisher or none")
+        self.diagnostics.report("joint_states_publishers", WARN if said else OK, said or "one publisher or none")
 
     # --- inputs -----------------------------------------------------------------
 
@@ -199,10 +144,9 @@ class ArmBridgeNode(Node):
         try:
             raw = self._joints.select(msg.name, msg.position).position
         except JointSelectError as exc:  # never measured, never held to, never tracked against
-            self.diagnostics.report("joint_states", ERROR, f"rejected: {exc}", now=True,
-                                    reason=exc.reason.value)
+            self.diagnostics.report("joint_states", ERROR, f"rejected: {exc}", now=True, reason=exc.reason.value)
             return
-        q = self._joint_to_stack(raw)
+        q = self.cfg.joint_to_stack(raw)
         problem = self.bridge.implausible_state(q)
         if problem is not None:  # a sensor or message fault: never measured, held to or tracked against
             self.diagnostics.report("joint_states", ERROR, f"rejected: joint_states {problem}", now=True,
@@ -278,14 +222,11 @@ class ArmBridgeNode(Node):
             decision = self.bridge.watchdog(self._now())
             if decision.command is not None:
                 self._command(decision.command)
-        if decision.state is WatchdogState.IDLE:
-            return
         if decision.state is WatchdogState.HOLDING:
             held = decision.held_positions if decision.held_positions is not None else np.zeros(0)
-            self.diagnostics.report("watchdog", WARN, decision.state.value,
-                                    now=decision.command is not None, idle_s=f"{decision.idle_s:.3f}",
-                                    held_positions=np.round(held, 4).tolist())
-        else:
+            self.diagnostics.report("watchdog", WARN, decision.state.value, now=decision.command is not None,
+                                    idle_s=f"{decision.idle_s:.3f}", held_positions=np.round(held, 4).tolist())
+        elif decision.state is not WatchdogState.IDLE:
             self.diagnostics.report("watchdog", _WATCHDOG_LEVEL[decision.state], decision.state.value)
 
     # --- action -----------------------------------------------------------------
@@ -298,25 +239,11 @@ class ArmBridgeNode(Node):
             return ExecuteTrajectory.Result(error_code=acc.verdict.error_code, error_string=acc.verdict.message)
         with self._lock:
             monitor = self.bridge.monitor(acc, self._now())
-        while not isinstance(monitor, GoalStep):
-            time.sleep(_GOAL_POLL_S)
-            cancel = goal_handle.is_cancel_requested
-            with self._lock:
-                step = monitor.step(self._now(), cancel)
-                if step.command is not None:
-                    self._command(step.command)
-            if step.feedback is not None and step.outcome is not GoalOutcome.CANCELED:
-                goal_handle.publish_feedback(ExecuteTrajectory.Feedback(
-                    time_from_start=step.feedback[0], max_tracking_error=step.feedback[1]))
-            if step.outcome is not GoalOutcome.RUNNING:
-                monitor = step
-        step = monitor
-        if step.outcome is GoalOutcome.SUCCEEDED:
-            goal_handle.succeed()
-        elif step.outcome is GoalOutcome.CANCELED:
-            goal_handle.canceled()
-        else:
-            goal_handle.abort()
+        step = follow_goal(monitor, self._now, lambda: goal_handle.is_cancel_requested, self._lock, self._command,
+                           lambda t, e: goal_handle.publish_feedback(ExecuteTrajectory.Feedback(
+                               time_from_start=t, max_tracking_error=e)), _GOAL_POLL_S)
+        ending = {GoalOutcome.SUCCEEDED: goal_handle.succeed, GoalOutcome.CANCELED: goal_handle.canceled}
+        ending.get(step.outcome, goal_handle.abort)()  # a preemption, a tolerance missed, a protective stop: abort
         return ExecuteTrajectory.Result(error_code=step.error_code, error_string=step.message)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import rclpy
@@ -24,6 +24,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.embodiments.gl_backend import choose_backend
 from plan_stack.embodiments.pacing import RealTimePace, StackPacer
+from plan_stack.embodiments.sim_config import SimConfig
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.image import numpy_to_image
 from plan_stack.ros.lifecycle import fail
@@ -112,6 +113,9 @@ class CameraPublisher:
             self._info[name].publish(camera_info_msg(models[name], header))
 
 
+S = TypeVar("S", bound=SimConfig)
+
+
 class SimNode(Node):
     """An embedded simulator node: physics (and rendering, which owns the GL context) on its own thread.
 
@@ -126,8 +130,9 @@ class SimNode(Node):
     #: Parameters a running simulator applies when set (`ros2 param set`); every other one is read-only.
     RUNTIME_PARAMETERS = ("real_time_factor",)
 
-    def declare_sim_config(self, config_type: type):
-        """Declare the simulator's config; `real_time_factor` may be changed at run time (validated, applied)."""
+    def declare_sim_config(self, config_type: type[S]) -> S:
+        """Declare the simulator's config (a `SimConfig`); `real_time_factor` may be changed at run time
+        (validated, applied)."""
         return declare_config(self, config_type, on_change=self._apply_config,
                                           runtime=self.RUNTIME_PARAMETERS)
 

@@ -2,7 +2,9 @@
 
 Wiring only: parameters -> PlannerNodeConfig + RuntimeConfig, the model
 directory -> `PlannerRuntime` (which checks observations, keeps the
-streaming window, decodes and checks plans).
+streaming window, decodes and checks plans), what to plan next ->
+`PlanScheduler` (the newest observation only, `replan_period_s`, requests
+first), the `plans` diagnostic's statistics -> `PlanStats`.
 
 Topics (node-relative): subscribes `observation` (plan_stack/Observation,
 reliable, depth 1); publishes `plan` (VisualPlan, header.stamp = the
@@ -10,15 +12,15 @@ observation's stamp), `plan_features` (PlanFeatures, `plan_stamp` = the
 plan's stamp) and `/diagnostics`; serves `plan_request` (PlanRequest).
 
 Threads: planning runs in one worker thread, so the node keeps spinning
-(diagnostics, goals, cancels) during a plan. The worker takes the newest
-waiting observation only; one that arrives while another waits replaces it
-(counted `superseded`). Observations older than `max_observation_age_s` by
-the node clock (sim time aware) are skipped (`stale`), at arrival and again
-when the worker takes them, and so are those stamped that far ahead of it
-(`future`); a `plan_request` goal asking for kinds the model does not emit is
-rejected with a WARN diagnostic `requests`; malformed ones (cameras, image encoding/size,
-non-finite joint state) give a WARN diagnostic naming the field. A plan
-whose primitives or features are not finite is never published (`invalid`).
+(diagnostics, goals, cancels) during a plan. What the scheduler refuses is
+counted and reported: an observation replaced while it waited
+(`superseded`), older than `max_observation_age_s` by the node clock (sim
+time aware) at arrival or when the worker takes it (`stale`), stamped that
+far ahead of it (`future`). A `plan_request` goal asking for kinds the model
+does not emit is rejected with a WARN diagnostic `requests`; malformed
+observations (cameras, image encoding/size, non-finite joint state) give a
+WARN diagnostic naming the field. A plan whose primitives or features are
+not finite is never published (`invalid`).
 A `plan_request` goal plans on the freshest observation with its own
 instruction and kinds, streams the sub-task text as feedback, can be
 cancelled, and its plan is also published.
@@ -27,78 +29,35 @@ from __future__ import annotations
 
 import collections
 import copy
-import dataclasses
 import threading
 import time
 from typing import Any
 
-import numpy as np
 import torch
-from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 
 from plan_stack.action import PlanRequest
-from plan_stack.config import ConfigError, param, validate
-from plan_stack.device import BACKENDS, DEVICES, DTYPES, EngineError, resolve_placement
+from plan_stack.config import ConfigError
+from plan_stack.device import EngineError, resolve_placement
 from plan_stack.engines.runtime import PlannerEngines
-from plan_stack.msg import Observation, PlanFeatures, Primitive, VisualPlan
+from plan_stack.msg import Observation, PlanFeatures, VisualPlan
 from plan_stack.paths import find_data
+from plan_stack.planning.config import PlannerNodeConfig
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.model_dir import load_planner_model
-from plan_stack.planning.runtime import FrameInput, MalformedObservation, PlannerRuntime, PlanOutput, RuntimeConfig
+from plan_stack.planning.msg_convert import features_to_msg, frame_from_msg, plan_to_msg
+from plan_stack.planning.plan_stats import PlanStats
+from plan_stack.planning.runtime import MalformedObservation, PlannerRuntime, RuntimeConfig
+from plan_stack.planning.scheduler import Job, Offered, PlanScheduler
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
-from plan_stack.ros.image import ImageError, image_to_numpy
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import RELIABLE_QOS
-from plan_stack.ros.time import clock_s, stamp_to_s
+from plan_stack.ros.time import clock_s
 
 __all__ = ["PlannerNodeConfig", "PlannerNode", "main"]
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannerNodeConfig:
-    model_dir: str = param("planner model directory (target/, drafter/, manifest.json): a path, or a name under "
-                           "the package's models/ folder (aloha, franka, drive)", read_only=True)
-    replan_period_s: float = param("least time between the stamps of observations planned from (s); 0: plan "
-                                   "whenever the worker is free", 0.0, min=0.0)
-    max_observation_age_s: float = param("observations older than this by the node clock are not planned from (s)",
-                                         1.0, min=0.0)
-    request_timeout_s: float = param("longest a plan_request goal waits for its plan (s)", 30.0, min=0.1)
-    torch_threads: int = param("torch CPU threads for the model (0 = leave torch's default)", 1, min=0)
-    device: str = param("cpu, cuda, or auto (cuda when torch sees a GPU): where the target and drafter run",
-                        "cpu", choices=DEVICES, read_only=True)
-    dtype: str = param("auto (float32 on cpu, bf16/fp16 on cuda) or an explicit dtype", "auto", choices=DTYPES,
-                       read_only=True)
-    backend: str = param("what runs the drafter pass and the vision encoder: torch, onnx (onnxruntime) or "
-                         "tensorrt; the target's KV-cached forward is always PyTorch", "torch", choices=BACKENDS,
-                         read_only=True)
-    engine_dir: str = param("exported models (`plan-stack export`) for backend onnx/tensorrt; empty: export the "
-                            "model at start-up into a temporary directory", "", read_only=True)
-    diagnostics_period_s: float = param("diagnostics republish period (s)", 1.0, min=0.01)
-    stats_window: int = param("plans the latency percentiles and plans/s are computed over", 100, min=1)
-
-    def __post_init__(self) -> None:
-        validate(self)
-
-
-@dataclasses.dataclass
-class _Job:
-    """One plan to make: from an observation, or for a plan_request goal."""
-
-    frame: FrameInput
-    stamp: Time
-    instruction: str
-    kinds: tuple[str, ...] = ()
-    request: bool = False
-    texts: list[str] = dataclasses.field(default_factory=list)  # sub-task text after each decoding step
-    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
-    done: threading.Event = dataclasses.field(default_factory=threading.Event)
-    output: PlanOutput | None = None
-    error: str = ""
 
 
 class PlannerNode(Node):
@@ -138,13 +97,8 @@ class PlannerNode(Node):
         except ConfigError as exc:
             raise ParameterError(f"{exc} (node '{name}')") from None
         self.counts: collections.Counter[str] = collections.Counter()
-        self._times: collections.deque = collections.deque(maxlen=cfg.stats_window)
-        self._cond = threading.Condition()
-        self._pending: _Job | None = None
-        self._request: _Job | None = None
-        self._latest: tuple[FrameInput, Time, str] | None = None
-        self._last_planned_s: float | None = None
-        self._stopping = threading.Event()
+        self._stats = PlanStats(cfg.stats_window)
+        self.scheduler = PlanScheduler(cfg.replan_period_s, cfg.max_observation_age_s, self._now_s)
 
         obs_qos = copy.copy(RELIABLE_QOS)
         obs_qos.depth = 1  # only the newest observation matters
@@ -170,49 +124,16 @@ class PlannerNode(Node):
     def _on_observation(self, msg: Observation) -> None:
         self.counts["observations"] += 1
         try:
-            frame = self._frame(msg)
+            frame = frame_from_msg(msg, self.runtime.cameras)
             self.runtime.check(frame)
         except MalformedObservation as exc:
             self._skip("malformed", WARN, f"malformed observation: {exc}", field=exc.field)
             return
-        age = self._now_s() - frame.stamp_s
-        if age > self.cfg.max_observation_age_s:
-            self._skip("stale", WARN, f"stale observation: {age:.3f} s old (max_observation_age_s "
-                       f"{self.cfg.max_observation_age_s})")
-            return
-        if -age > self.cfg.max_observation_age_s:  # a wrong clock, or sent before a simulator reset
-            self._skip("future", WARN, f"observation stamped {-age:.3f} s ahead of the node clock "
-                       f"(max_observation_age_s {self.cfg.max_observation_age_s})")
-            return
-        with self._cond:
-            self._latest = (frame, msg.header.stamp, msg.instruction)
-            last = self._last_planned_s
-            if last is not None and last <= frame.stamp_s < last + self.cfg.replan_period_s - 1e-9:
-                return  # the plan in force is recent enough (replan_period_s)
-            if self._pending is not None:
-                self.counts["superseded"] += 1
-            self._pending = _Job(frame, msg.header.stamp, msg.instruction)
-            self._cond.notify()
-
-    def _frame(self, msg: Observation) -> FrameInput:
-        """Message -> FrameInput; only the model's cameras are decoded (raises MalformedObservation)."""
-        names = list(msg.camera_names)
-        if len(names) != len(msg.images):
-            raise MalformedObservation("camera_names", f"{len(names)} names for {len(msg.images)} images")
-        images = [np.zeros((0, 0, 3), np.uint8)] * len(names)
-        for cam in self.runtime.cameras:
-            if cam not in names:
-                continue  # runtime.check names it
-            i = names.index(cam)
-            im = msg.images[i]
-            if im.encoding != "rgb8":
-                raise MalformedObservation(f"images[{i}] ({cam})", f"encoding {im.encoding!r}, expected 'rgb8'")
-            try:
-                images[i] = image_to_numpy(im)
-            except ImageError as exc:
-                raise MalformedObservation(f"images[{i}] ({cam})", str(exc)) from None
-        js = msg.joint_state
-        return FrameInput(stamp_to_s(msg.header.stamp), names, images, list(js.position), list(js.name))
+        offer = self.scheduler.offer(frame, msg.header.stamp, msg.instruction)
+        if offer.outcome in (Offered.STALE, Offered.FUTURE):
+            self._skip(offer.outcome.value, WARN, offer.message)
+        elif offer.outcome is Offered.SUPERSEDED:
+            self.counts["superseded"] += 1
 
     # --- plan_request -------------------------------------------------------------
 
@@ -225,51 +146,21 @@ class PlannerNode(Node):
             self._diag.report("requests", WARN, f"plan_request rejected: {exc}", now=True,
                               rejected=self.counts["requests_rejected"])
             return GoalResponse.REJECT
-        with self._cond:
-            busy = self._request is not None
-        if busy:
+        if self.scheduler.busy:
             self.get_logger().warning("plan_request rejected: another request is being planned")
             return GoalResponse.REJECT
         return GoalResponse.ACCEPT
 
     def _execute(self, goal_handle) -> PlanRequest.Result:
         goal = goal_handle.request
-        with self._cond:
-            latest = self._latest
-        error = ""
-        if latest is None:
-            error = "no observation received yet"
-        else:
-            age = self._now_s() - latest[0].stamp_s
-            if age > self.cfg.max_observation_age_s:
-                error = (f"newest observation is {age:.3f} s old (max_observation_age_s "
-                         f"{self.cfg.max_observation_age_s})")
-        if error or latest is None:
+        job = self.scheduler.request(goal.instruction, tuple(goal.primitive_kinds))
+        if isinstance(job, str):
             goal_handle.abort()
-            return PlanRequest.Result(error_string=f"no plan: {error}")
-        frame, stamp, obs_instruction = latest
-        job = _Job(frame, stamp, goal.instruction or obs_instruction, tuple(goal.primitive_kinds), request=True)
-        with self._cond:
-            if self._request is not None:
-                goal_handle.abort()
-                return PlanRequest.Result(error_string="no plan: another request is being planned")
-            self._request = job
-            self._cond.notify()
+            return PlanRequest.Result(error_string=f"no plan: {job}")
         self.counts["requests"] += 1
         deadline = time.monotonic() + self.cfg.request_timeout_s
-        sent = 0
-
-        def feedback() -> int:  # every text the worker reported since the last call, in order
-            texts = job.texts[sent:]
-            for text in texts:
-                goal_handle.publish_feedback(PlanRequest.Feedback(partial_subtask=text))
-            return sent + len(texts)
-
-        while not job.done.wait(0.02):
-            if goal_handle.is_cancel_requested or self._stopping.is_set() or time.monotonic() > deadline:
-                job.cancel.set()
-            sent = feedback()
-        sent = feedback()
+        job.wait(lambda: goal_handle.is_cancel_requested or self.scheduler.stopping or time.monotonic() > deadline,
+                 lambda text: goal_handle.publish_feedback(PlanRequest.Feedback(partial_subtask=text)))
         out = job.output
         if goal_handle.is_cancel_requested:
             goal_handle.canceled()
@@ -281,22 +172,12 @@ class PlannerNode(Node):
             goal_handle.abort()
             return PlanRequest.Result(error_string=f"no plan: {reason}")
         goal_handle.succeed()
-        return PlanRequest.Result(plan=self._plan_msg(out, job.stamp))
+        return PlanRequest.Result(plan=plan_to_msg(out, job.stamp))
 
     # --- worker -------------------------------------------------------------------
 
     def _work(self) -> None:
-        while not self._stopping.is_set():
-            with self._cond:
-                while self._request is None and self._pending is None and not self._stopping.is_set():
-                    self._cond.wait(0.5)
-                if self._stopping.is_set():
-                    return
-                job = self._request if self._request is not None else self._pending
-                if job is None:
-                    continue
-                if job is self._pending:
-                    self._pending = None
+        while (job := self.scheduler.next_job()) is not None:
             try:
                 self._run(job)
             except Exception as exc:  # a failing plan must not stop the planner
@@ -305,27 +186,15 @@ class PlannerNode(Node):
                 self._diag.report("plans", ERROR, f"planning failed: {job.error}", now=True)
                 self.get_logger().error(f"planning failed: {job.error}", throttle_duration_sec=1.0)
             finally:
-                job.done.set()
-                if job.request:
-                    with self._cond:
-                        self._request = None
+                self.scheduler.finish(job)
 
-    def _run(self, job: _Job) -> None:
-        if not job.request:
-            age = self._now_s() - job.frame.stamp_s
-            if age > self.cfg.max_observation_age_s:
-                self._skip("stale", WARN, f"stale observation: {age:.3f} s old when the planner was "
-                           f"free (max_observation_age_s {self.cfg.max_observation_age_s})")
-                return
-        with self._cond:
-            self._last_planned_s = job.frame.stamp_s
-
-        def on_text(text: str) -> None:
-            if not job.texts or job.texts[-1] != text:
-                job.texts.append(text)  # list.append is atomic; the action thread reads by index
-
-        out = self.runtime.plan(job.frame, job.instruction, job.kinds, on_text=on_text if job.request else None,
-                                should_stop=lambda: job.cancel.is_set() or self._stopping.is_set())
+    def _run(self, job: Job) -> None:
+        stale = self.scheduler.begin(job)
+        if stale:
+            self._skip("stale", WARN, stale)
+            return
+        out = self.runtime.plan(job.frame, job.instruction, job.kinds, on_text=job.add_text if job.request else None,
+                                should_stop=lambda: job.cancel.is_set() or self.scheduler.stopping)
         job.output = out
         if out.stop_reason == "cancelled":
             self.counts["cancelled"] += 1
@@ -333,14 +202,11 @@ class PlannerNode(Node):
         if not out.valid:
             self._skip("invalid", ERROR, f"plan not published: {out.reason}", status="plans")
             return
-        if self._stopping.is_set():
+        if self.scheduler.stopping:
             return
-        self._plan_pub.publish(self._plan_msg(out, job.stamp))
+        self._plan_pub.publish(plan_to_msg(out, job.stamp))
         if out.features.shape[0]:
-            feat = PlanFeatures(shape=list(out.features.shape), data=out.features.reshape(-1).tolist(),
-                                plan_stamp=job.stamp)
-            feat.header.stamp = self.get_clock().now().to_msg()
-            self._feat_pub.publish(feat)
+            self._feat_pub.publish(features_to_msg(out, job.stamp, self.get_clock().now().to_msg()))
         else:
             self.counts["no_primitive"] += 1
         self.counts["plans"] += 1
@@ -349,46 +215,14 @@ class PlannerNode(Node):
         self.counts["gate_accepted"] += out.gate_accepted
         self.counts["gate_fallback"] += out.gate_fallback
         self.counts["blocks_rejected"] += out.blocks_rejected
-        self._times.append((time.monotonic(), out))
+        self._stats.add(time.monotonic(), out)
         self._report()
 
     # --- output -------------------------------------------------------------------
 
-    def _plan_msg(self, out: PlanOutput, stamp: Time) -> VisualPlan:
-        msg = VisualPlan(instruction=out.instruction, subtask=out.subtask, vision_ms=float(out.vision_ms),
-                         prefill_ms=float(out.prefill_ms), decode_ms=float(out.decode_ms),
-                         total_ms=float(out.total_ms), target_forwards=out.target_forwards,
-                         drafter_forwards=out.drafter_forwards, tokens_out=out.tokens_out, decoder=out.decoder)
-        msg.header.stamp = stamp
-        for p in out.primitives:
-            msg.primitives.append(Primitive(
-                kind=p.kind, arm=p.arm, frame_id=p.frame_id, points=[Point(x=x, y=y, z=z) for x, y, z in p.points],
-                uv=[float(v) for v in p.uv], horizon_s=float(p.horizon_s), block_size=int(p.block_size),
-                accepted_direct=bool(p.accepted_direct), fallback_from=int(p.fallback_from)))
-        return msg
-
     def _report(self) -> None:
-        outs = [o for _, o in self._times]
-        stamps = [t for t, _ in self._times]
-
-        def pct(attr: str) -> str:
-            v = np.asarray([getattr(o, attr) for o in outs])
-            return f"{np.percentile(v, 50):.1f}/{np.percentile(v, 95):.1f}"
-
-        rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 and stamps[-1] > stamps[0] else 0.0
-        prompt = sum(o.prompt_tokens for o in outs)
-        saved = 100.0 * (1.0 - sum(o.prefilled_tokens for o in outs) / max(prompt, 1))
-        c = self.counts
         engine_counts: dict[str, Any] = self.engines.counters() if self.engines else {}
-        self._diag.report(
-            "plans", OK, "planning", plans=c["plans"], plans_per_s=f"{rate:.2f}",
-            total_ms_p50_p95=pct("total_ms"), vision_ms_p50_p95=pct("vision_ms"),
-            prefill_ms_p50_p95=pct("prefill_ms"), decode_ms_p50_p95=pct("decode_ms"),
-            tokens_per_target_forward=f"{np.mean([o.tau for o in outs]):.2f}",
-            gate_accepted=c["gate_accepted"], gate_fallback=c["gate_fallback"], blocks_rejected=c["blocks_rejected"],
-            skipped_stale=c["stale"], skipped_malformed=c["malformed"], superseded=c["superseded"],
-            invalid=c["invalid"], no_primitive=c["no_primitive"], cancelled=c["cancelled"],
-            streaming_saved_prefill_pct=f"{saved:.1f}", **engine_counts)
+        self._diag.report("plans", OK, "planning", **self._stats.values(self.counts), **engine_counts)
 
     def _skip(self, what: str, level: int, message: str, status: str = "observation", **values) -> None:
         self.counts[what] += 1
@@ -400,14 +234,9 @@ class PlannerNode(Node):
 
     def close(self) -> None:
         """Stop the worker (a plan in progress is cancelled at its next decoding step). Idempotent."""
-        if self._stopping.is_set():
+        if self.scheduler.stopping:
             return
-        self._stopping.set()
-        with self._cond:
-            for job in (self._request, self._pending):
-                if job is not None:
-                    job.cancel.set()
-            self._cond.notify_all()
+        self.scheduler.close()
         self._worker.join(timeout=10.0)
         if self._worker.is_alive():
             self.get_logger().error("planner worker did not stop within 10 s")

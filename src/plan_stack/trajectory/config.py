@@ -1,4 +1,4 @@
-"""Configuration of the stitcher (library and node share it)."""
+"""Configuration of the stitcher: the library's (`StitcherConfig`) and the node's (`StitcherNodeConfig`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,7 +6,7 @@ import enum
 
 from plan_stack.config import ConfigError, param, validate
 
-__all__ = ["StitcherConfig", "Backend", "StitchMode", "QpSolver"]
+__all__ = ["StitcherConfig", "StitcherNodeConfig", "Backend", "StitchMode", "QpSolver", "InitialState"]
 
 
 class Backend(enum.StrEnum):
@@ -23,6 +23,14 @@ class QpSolver(enum.StrEnum):
     DAQP = "daqp"
     ACTIVE_SET = "active_set"
     OSQP = "osqp"
+
+
+class InitialState(enum.StrEnum):
+    """What a trajectory starts from when it cannot stitch onto the stitcher's own (`trajectory.start_state`)."""
+
+    BRIDGE = "bridge"
+    JOINT_STATES = "joint_states"
+    CHUNK = "chunk"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,3 +155,57 @@ class StitcherConfig:
     @property
     def continuous_joints(self) -> tuple[str, ...]:
         return tuple(j for j in self.joint_names if j not in self.discrete_joints)
+
+
+@dataclasses.dataclass(frozen=True)
+class StitcherNodeConfig:
+    """Parameters of the `stitcher` node beyond `StitcherConfig`: where a trajectory starts
+    (`trajectory.start_state`), the bridge's action, measured-state units, diagnostics."""
+
+    initial_state: InitialState = param(
+        "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
+        "reports executing on active_trajectory (its accepted trajectories, holds and stops; no start until it has "
+        "reported, at start-up and after a clock reset: a bridge without a state refuses a start taken from "
+        "joint_states), `joint_states` = the measured state, `chunk` = the chunk's first sample at rest (only for "
+        "open-loop simulation without joint_states)", InitialState.JOINT_STATES)
+    bridge_ack_timeout_s: float = param(
+        "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
+        "published (or twice the slowest of the last 20 reports, if longer) counts as refused, and the next one "
+        "stitches onto what the bridge executes instead (s)", 0.2, min=0.0)
+    execute_action: str = param(
+        "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
+        "empty = publish on `trajectory` only", "")
+    bridge_timeout_s: float = param("How long to wait for the bridge's action server / goal acceptance (s)", 1.0,
+                                    min=0.0)
+    expected_horizon: int = param(
+        "Chunk horizon (samples) whose MPC data is prepared at start-up; 0 = prepare on first use", 0, min=0,
+        max=10000)
+    joint_state_timeout_s: float = param("Measured states older than this are not used (s)", 0.5, min=0.0)
+    reanchor_tolerance: float = param(
+        "When the measured joints are further than this from the trajectory being executed (max over the "
+        "continuous joints, rad or m), the robot is not following it (the bridge refused it, a fault, a "
+        "reset): the stitcher forgets it and starts the next trajectory from the measured state; 0 = never",
+        0.1, min=0.0)
+    point_lead_s: float = param(
+        "Stamp each trajectory this long before its first point is due (time_from_start starts at it; same "
+        "absolute times): the bridge then joins its reference to the first point over the lead instead of "
+        "taking it as a jump. The grid samples of the trajectory being executed over the lead, and back to now, "
+        "are sent too, so the join never replaces more than part of one segment. Keep it <= command_latency_s; "
+        "0 = first point at time 0", 0.0, min=0.0, max=1.0)
+    reanchor_ignore_joints: tuple[str, ...] = param(
+        "Joints whose distance from the trajectory does not count for re-anchoring (grippers: closed on an "
+        "object they stay short of their reference by design)", (), read_only=True)
+    diagnostics_period_s: float = param("Diagnostics republish period (s)", 1.0, min=0.01)
+    # joint_states units -> stack units (ALOHA grippers: metres -> 0..1), per joint in joint_names order.
+    state_offset: tuple[float, ...] = param(
+        "Measured joint_states -> stack units: q_stack = (q - state_offset) * state_scale, one value per joint "
+        "(empty = identity)", (), read_only=True)
+    state_scale: tuple[float, ...] = param("see state_offset (empty = identity)", (), read_only=True)
+    state_joint_names: tuple[str, ...] = param(
+        "the joint_states joint each joint_names channel is read from, one per joint (empty = joint_names; a "
+        "Franka's gripper width channel reads one finger joint, state_scale 2)", (), read_only=True)
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if len(self.state_offset) != len(self.state_scale):
+            raise ConfigError("state_offset/state_scale: give both with one value per joint, or neither")

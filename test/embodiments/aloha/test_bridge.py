@@ -11,7 +11,7 @@ from plan_stack.embodiments.aloha.bridge import (
     load_limits,
     split_for_controllers,
 )
-from plan_stack.embodiments.aloha.model import JOINT_NAMES, load_model
+from plan_stack.embodiments.aloha.model import JOINT_NAMES, gripper_to_joint, load_model
 from plan_stack.trajectory.checks import LimitsError, stop_trajectory
 from plan_stack.trajectory.core import Reference, Spline, Trajectory
 
@@ -39,6 +39,25 @@ def test_config_checks():
     with pytest.raises(LimitsError, match="^urdf_path: no such file"):
         find_urdf("/nonexistent.urdf")
     assert load_limits(AlohaBridgeConfig(acceleration_limits=3.0)).a_max.tolist() == [3.0] * 14
+
+
+def test_the_aloha_bridge_stops_ahead_and_holds_grippers_to_their_own_tolerance():
+    cfg = AlohaBridgeConfig(command_latency_s=0.05, goal_tolerance=0.1, gripper_goal_tolerance=0.7)
+    settings = cfg.settings()
+    assert settings.stop_lead_s == 0.05 and settings.track_at_measurement_stamp
+    grip = np.array([n.endswith("_gripper") for n in JOINT_NAMES])
+    tracked, tolerance = cfg.goal_checks()
+    assert tracked.tolist() == (~grip).tolist()
+    assert tolerance.tolist() == np.where(grip, 0.7, 0.1).tolist()
+    assert cfg.state_joint_names == JOINT_NAMES and cfg.limits().a_max.shape == (14,)
+
+
+def test_measured_finger_metres_become_normalised_grippers():
+    grip = [i for i, n in enumerate(JOINT_NAMES) if n.endswith("_gripper")]
+    q = np.full(14, 0.3)
+    q[grip] = gripper_to_joint(np.array([0.0, 1.0]))  # closed and open, in finger metres
+    stack = AlohaBridgeConfig().joint_to_stack(q.copy())
+    assert stack[grip] == pytest.approx([0.0, 1.0]) and np.all(np.delete(stack, grip) == 0.3)
 
 
 def test_split_maps_grippers_to_finger_metres():

@@ -42,6 +42,18 @@ def test_config_rules():
         load_limits(FrankaBridgeConfig(urdf_joint_names=("x1",) + CFG.urdf_joint_names[1:]))
 
 
+def test_the_franka_bridge_tracks_at_the_present_and_leaves_the_gripper_to_moves():
+    settings = CFG.settings()
+    assert settings.track_at_measurement_stamp is False and settings.stop_lead_s == 0.0
+    tracked, tolerance = CFG.goal_checks()
+    assert tracked.tolist() == [True] * 7 + [False]
+    assert tolerance.tolist() == [CFG.goal_tolerance] * 7 + [np.inf]
+    assert CFG.state_joint_names == (*CFG.arm_joints, *CFG.finger_joint_names)
+    stack = CFG.joint_to_stack(np.array([*READY_POSE, 0.03, 0.04]))  # width = the two fingers' sum
+    assert stack.tolist()[:7] == list(READY_POSE) and stack[7] == pytest.approx(0.07)
+    assert CFG.limits().j_max[0] == LIMITS.j_max[0]
+
+
 def test_validation_accepts_a_slow_move_and_names_each_broken_limit():
     ok = check_trajectory(_goal([0.3, 0.2, 0, -0.2, 0, 0.2, 0.3, -0.04], 2.0), CFG.joint_names, LIMITS, 0.0, REST)
     assert ok.ok, ok.message

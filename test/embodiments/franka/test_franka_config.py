@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plan_stack.actions.chunker_node import ChunkerConfig
+from plan_stack.actions.config import ChunkerConfig
 from plan_stack.actions.head import load_checkpoint
 from plan_stack.config import ConfigError, from_mapping
 from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, load_limits
@@ -13,8 +13,7 @@ from plan_stack.embodiments.franka.sim_node import FrankaSimConfig
 from plan_stack.paths import find_data
 from plan_stack.planning.model_dir import load_planner_model
 from plan_stack.robot_config import load_robot_config
-from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.stitcher_node import StitcherNodeConfig
+from plan_stack.trajectory.config import StitcherConfig, StitcherNodeConfig
 
 
 def _params(spec, cls):

@@ -12,19 +12,22 @@ import dataclasses
 
 import numpy as np
 
-from plan_stack.config import ConfigError, param, validate
+from plan_stack.config import ConfigError, param
 from plan_stack.embodiments.aloha.model import (
     ARM_JOINTS,
     GRIPPER_CLOSE_M,
     GRIPPER_OPEN_M,
     JOINT_NAMES,
+    gripper_from_joint,
     gripper_to_joint,
 )
+from plan_stack.embodiments.arm_bridge import ArmBridgeConfig, ArmBridgeSettings, robot_default
 from plan_stack.trajectory.core import Trajectory
 from plan_stack.trajectory.limits import Limits, LimitsError, limits_from_urdf
 from plan_stack.trajectory.limits import find_urdf as find_package_urdf
 
-__all__ = ["AlohaBridgeConfig", "find_urdf", "load_limits", "split_for_controllers", "ARM_CONTROLLER_JOINTS"]
+__all__ = ["AlohaBridgeConfig", "find_urdf", "load_limits", "split_for_controllers", "ARM_CONTROLLER_JOINTS",
+           "ARM_CHANNELS"]
 
 #: controller key -> the robot joints it commands (in the stack's 14-joint order).
 ARM_CONTROLLER_JOINTS = {
@@ -33,11 +36,14 @@ ARM_CONTROLLER_JOINTS = {
     "right_arm": tuple(f"right_{j}" for j in ARM_JOINTS),
     "right_gripper": ("right_gripper",),
 }
+#: the arm channels of the stack's 14 (True) and the normalised grippers (False), in JOINT_NAMES order
+ARM_CHANNELS = np.array([not n.endswith("_gripper") for n in JOINT_NAMES])
 
 
 @dataclasses.dataclass(frozen=True)
-class AlohaBridgeConfig:
-    """Parameters of the ALOHA bridge (node `aloha_bridge`)."""
+class AlohaBridgeConfig(ArmBridgeConfig):
+    """Parameters of the ALOHA bridge (node `aloha_bridge`): the shared arm bridge's, with ALOHA's joints,
+    normalised grippers and four controllers."""
 
     joint_names: tuple[str, ...] = param(
         "stack joint names, 14 (per arm waist..wrist_rotate, gripper; grippers normalised 0..1)",
@@ -46,47 +52,43 @@ class AlohaBridgeConfig:
     acceleration_limits: float | tuple[float, ...] = param(
         "acceleration limit per joint (rad/s^2; grippers in normalised units/s^2), scalar or 14 values",
         (25.0, 25.0, 25.0, 40.0, 40.0, 40.0, 40.0, 25.0, 25.0, 25.0, 40.0, 40.0, 40.0, 40.0), min=1e-3)
-    velocity_scale: float = param("fraction of the URDF velocity limits the bridge allows", 1.0, min=0.01, max=1.0)
     gripper_velocity_limit: float = param("gripper velocity limit (normalised units/s)", 5.0, min=1e-3)
-    watchdog_timeout: float = param(
-        "s after the last trajectory ends (or after start) before the bridge commands an explicit hold and reports it",
-        0.5, min=0.01)
     goal_tolerance: float = param("max |position error| at the end of a goal (rad; grippers normalised)", 0.15, min=0.0)
     gripper_goal_tolerance: float = param("max |gripper error| at the end of a goal (normalised; grasping stalls it)", 1.0, min=0.0)
-    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
-    max_start_delay_s: float = param(
-        "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
-        "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
     jump_tolerance: float = param("max position difference between the present reference and a point due now", 0.02, min=0.0)
-    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
-    late_join_s: float = param(
-        "a command delivered after its first point was due, refused only because the join from the present "
-        "reference to its next point is too short, is accepted without its points due within this long (s), "
-        "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
-    collision_tracking_error: tuple[float, ...] = param(
-        "per joint (bridge joint order): a joint measured further than this from the reference at its stamp "
-        "(rad; grippers normalised) is taken for a collision: protective stop, the arms held where measured and "
-        "every command refused until ~/reset_protective_stop; 0 = joint not checked, empty = no check",
-        (0.2, 0.2, 0.2, 0.35, 0.2, 0.3, 0.0, 0.2, 0.2, 0.2, 0.35, 0.2, 0.3, 0.0), min=0.0)
+    collision_tracking_error: tuple[float, ...] = robot_default(
+        "collision_tracking_error", (0.2, 0.2, 0.2, 0.35, 0.2, 0.3, 0.0, 0.2, 0.2, 0.2, 0.35, 0.2, 0.3, 0.0))
     command_latency_s: float = param(
         "s ahead of now that bridge-generated commands (cancel stops) start, so the controllers receive them "
         "before they are due and all switch at the same instant", 0.03, min=0.0, max=1.0)
-    stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8, min=0.05, max=1.0)
     left_arm_controller: str = param("left arm joint_trajectory_controller name", "left_arm_controller")
     right_arm_controller: str = param("right arm joint_trajectory_controller name", "right_arm_controller")
     left_gripper_controller: str = param("left gripper joint_trajectory_controller name", "left_gripper_controller")
     right_gripper_controller: str = param("right gripper joint_trajectory_controller name", "right_gripper_controller")
 
-    def __post_init__(self) -> None:
-        validate(self)
+    def _check(self) -> None:
         if self.joint_names != JOINT_NAMES:
             raise ConfigError(f"joint_names: the ALOHA bridge drives exactly {list(JOINT_NAMES)}")
         acc = self.acceleration_limits
         if isinstance(acc, tuple) and len(acc) != len(JOINT_NAMES):
             raise ConfigError(f"acceleration_limits: expected 1 or {len(JOINT_NAMES)} values, got {len(acc)}")
-        if len(self.collision_tracking_error) not in (0, len(JOINT_NAMES)):
-            raise ConfigError(f"collision_tracking_error: expected none or {len(JOINT_NAMES)} values (one per joint "
-                              f"of joint_names), got {len(self.collision_tracking_error)}")
+
+    def settings(self) -> ArmBridgeSettings:
+        """A cancel decelerates from where the reference will be `command_latency_s` from now."""
+        return dataclasses.replace(super().settings(), stop_lead_s=self.command_latency_s)
+
+    def goal_checks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The arms are tracked and held to `goal_tolerance`, the grippers (they stall on what they grasp) only
+        to `gripper_goal_tolerance` at a goal's end."""
+        return ARM_CHANNELS, np.where(ARM_CHANNELS, self.goal_tolerance, self.gripper_goal_tolerance)
+
+    def limits(self) -> Limits:
+        return load_limits(self)
+
+    def joint_to_stack(self, q: np.ndarray) -> np.ndarray:
+        """Finger metres -> normalised grippers; the arms are in radians already."""
+        q[~ARM_CHANNELS] = gripper_from_joint(q[~ARM_CHANNELS])
+        return q
 
     @property
     def controllers(self) -> dict[str, str]:

@@ -27,7 +27,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Header, Int32
 from trajectory_msgs.msg import JointTrajectory
 
-from plan_stack.config import ConfigError, param, validate
+from plan_stack.config import ConfigError, param
 from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS
 from plan_stack.embodiments.aloha.model import CAMERAS, JOINT_NAMES, TASKS
 from plan_stack.embodiments.node_common import (
@@ -38,7 +38,7 @@ from plan_stack.embodiments.node_common import (
     follow_trajectory_msg,
     pose_msg,
 )
-from plan_stack.embodiments.pacing import PacingConfig
+from plan_stack.embodiments.sim_config import SimConfig
 from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
@@ -47,17 +47,12 @@ __all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
-class AlohaSimConfig(PacingConfig):
+class AlohaSimConfig(SimConfig):
     """Parameters of the embedded ALOHA simulator (node `aloha_sim`)."""
 
     task: str = param("task: transfer_cube or insertion", "transfer_cube", choices=tuple(TASKS), read_only=True)
     seed: int = param("seed of the object placement", 0, min=0, read_only=True)
-    real_time_factor: float = param("sim seconds per wall second; 0 = as fast as possible", 1.0, min=0.0, max=100.0)
     joint_state_rate_hz: float = param("joint_states publish rate (sim time)", 50.0, min=1.0, max=500.0)
-    clock_rate_hz: float = param("/clock publish rate (sim time)", 250.0, min=1.0, max=500.0)
-    camera_rate_hz: float = param("camera publish rate (sim time); 0 disables rendering", 10.0, min=0.0, max=60.0)
-    camera_width: int = param("rendered image width (px)", 320, min=16, max=1920, read_only=True)
-    camera_height: int = param("rendered image height (px)", 240, min=16, max=1080, read_only=True)
     cameras: tuple[str, ...] = param("cameras to render (cam_high, cam_left_wrist, cam_right_wrist)",
                                      tuple(CAMERAS), read_only=True)
     ground_truth_rate_hz: float = param("privileged ground-truth publish rate (sim time)", 10.0, min=0.0, max=500.0)
@@ -79,7 +74,7 @@ class AlohaSimConfig(PacingConfig):
         10.0, min=0.0, read_only=True)
 
     def __post_init__(self) -> None:
-        validate(self)
+        super().__post_init__()
         unknown = [c for c in self.cameras if c not in CAMERAS]
         if unknown:
             raise ConfigError(f"cameras: unknown camera(s) {unknown} (known: {sorted(CAMERAS)})")

@@ -25,14 +25,14 @@ from geometry_msgs.msg import Pose, PoseArray
 from nav_msgs.msg import Odometry
 from std_msgs.msg import Header
 
-from plan_stack.config import param, validate
+from plan_stack.config import param
 from plan_stack.embodiments.drive.errors import DriveError
 from plan_stack.embodiments.drive.follower import FollowerConfig, PurePursuit
 from plan_stack.embodiments.drive.msg_convert import trajectory_from_msg
 from plan_stack.embodiments.drive.sim import DriveSceneConfig, DriveSim
 from plan_stack.embodiments.drive.vehicle import VehicleParams
 from plan_stack.embodiments.node_common import CameraPublisher, ClockPublisher, Every, SimNode
-from plan_stack.embodiments.pacing import PacingConfig
+from plan_stack.embodiments.sim_config import SimConfig
 from plan_stack.msg import DriveTrajectory as DriveTrajectoryMsg
 from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
 from plan_stack.ros.lifecycle import node_main
@@ -43,24 +43,18 @@ __all__ = ["DriveSimConfig", "DriveSimNode", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
-class DriveSimConfig(PacingConfig):
+class DriveSimConfig(SimConfig):
     """Parameters of the embedded driving simulator (node `drive_sim`); scene, vehicle and follower
     parameters are namespaced `scene.*`, `vehicle.*`, `follower.*`."""
 
     seed: int = param("seed of the obstacle placement", 0, min=0, read_only=True)
-    real_time_factor: float = param("sim seconds per wall second; 0 = as fast as possible", 1.0, min=0.0, max=100.0)
     odom_rate_hz: float = param("odometry publish rate (sim time)", 50.0, min=1.0, max=100.0)
     clock_rate_hz: float = param("/clock publish rate (sim time)", 100.0, min=1.0, max=100.0)
     camera_rate_hz: float = param("front camera publish rate (sim time); 0 disables rendering", 10.0,
                                   min=0.0, max=30.0)
-    camera_width: int = param("rendered image width (px)", 320, min=16, max=1920, read_only=True)
-    camera_height: int = param("rendered image height (px)", 240, min=16, max=1080, read_only=True)
     odom_frame: str = param("odometry (world) frame", "odom", read_only=True)
     base_frame: str = param("ego frame (rear axle)", "base_link", read_only=True)
     camera_frame: str = param("front camera optical frame", "front_camera_optical_frame", read_only=True)
-
-    def __post_init__(self) -> None:
-        validate(self)
 
 
 class DriveSimNode(SimNode):

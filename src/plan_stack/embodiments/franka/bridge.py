@@ -20,7 +20,8 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from plan_stack.config import ConfigError, param, validate
+from plan_stack.config import ConfigError, param
+from plan_stack.embodiments.arm_bridge import ArmBridgeConfig, ArmBridgeSettings
 from plan_stack.embodiments.franka.model import DEFAULT_JOINT_NAMES, MAX_WIDTH_M
 from plan_stack.trajectory.limits import Limits, LimitsError, limits_from_urdf
 from plan_stack.trajectory.limits import find_urdf as find_package_urdf
@@ -29,8 +30,9 @@ __all__ = ["FrankaBridgeConfig", "find_urdf", "load_limits", "gripper_move"]
 
 
 @dataclasses.dataclass(frozen=True)
-class FrankaBridgeConfig:
-    """Parameters of the Franka bridge (node `franka_bridge`)."""
+class FrankaBridgeConfig(ArmBridgeConfig):
+    """Parameters of the Franka bridge (node `franka_bridge`): the shared arm bridge's, with the Franka's 7
+    joints, its gripper width channel and its hand's move commands."""
 
     joint_names: tuple[str, ...] = param(
         "stack channels: the 7 arm joints (rad) then the gripper width channel (m)",
@@ -40,7 +42,6 @@ class FrankaBridgeConfig:
     finger_joint_names: tuple[str, ...] = param("the two finger joints in joint_states (width = their sum)",
                                                 ("fr3_finger_joint1", "fr3_finger_joint2"), read_only=True)
     urdf_path: str = param("URDF with joint limits; empty = the package's urdf/franka.urdf", "")
-    velocity_scale: float = param("fraction of the URDF velocity limits the bridge allows", 1.0, min=0.01, max=1.0)
     acceleration_scale: float = param("fraction of the URDF acceleration limits the bridge allows", 1.0,
                                       min=0.01, max=1.0)
     jerk_scale: float = param("fraction of the URDF jerk limits the bridge allows", 1.0, min=0.01, max=1.0)
@@ -51,42 +52,37 @@ class FrankaBridgeConfig:
     gripper_deadband: float = param("width change (m) of the reference before a new gripper move is sent", 0.002,
                                     min=0.0, max=0.08)
     gripper_rate_hz: float = param("rate at which the gripper reference is checked (Hz)", 20.0, min=1.0, max=200.0)
-    watchdog_timeout: float = param(
-        "s after the last trajectory ends (or after start) before the bridge commands an explicit hold and reports it",
-        0.5, min=0.01)
     goal_tolerance: float = param("max |joint error| at the end of a goal (rad)", 0.05, min=0.0)
-    goal_time_tolerance_s: float = param("s after a goal's last point to reach goal_tolerance", 1.0, min=0.0)
-    max_start_delay_s: float = param(
-        "a command whose first point is due further ahead than this (s) is refused: a wrong clock or stamp "
-        "(e.g. wall-clock stamps on sim time) would otherwise queue it for years", 10.0, min=0.0)
-    jump_tolerance: float = param("max difference between the present reference and a point due now (rad, m)",
-                                  0.02, min=0.0)
-    feedback_period_s: float = param("s between ExecuteTrajectory feedback messages", 0.05, min=0.001)
-    late_join_s: float = param(
-        "a command delivered after its first point was due, refused only because the join from the present "
-        "reference to its next point is too short, is accepted without its points due within this long (s), "
-        "when the curve joined that way passes every limit (0: refused)", 0.1, min=0.0, max=1.0)
-    collision_tracking_error: tuple[float, ...] = param(
-        "per joint (bridge joint order): a joint measured further than this from the reference at its stamp "
-        "(rad; grippers normalised) is taken for a collision: protective stop, the arms held where measured and "
-        "every command refused until ~/reset_protective_stop; 0 = joint not checked, empty = no check",
-        (), min=0.0)
-    stop_deceleration_scale: float = param("fraction of the acceleration limit used to stop on cancel", 0.8,
-                                           min=0.05, max=1.0)
     arm_controller: str = param("arm joint_trajectory_controller name (topic prefix)", "fr3_arm_controller")
     gripper: str = param("gripper command prefix: <gripper>/move", "franka_gripper")
 
-    def __post_init__(self) -> None:
-        validate(self)
+    def _check(self) -> None:
         if len(self.joint_names) != 8 or len(set(self.joint_names)) != 8:
             raise ConfigError("joint_names: expected 8 distinct names (7 arm joints, then the gripper)")
         if len(self.urdf_joint_names) != 7:
             raise ConfigError("urdf_joint_names: expected the 7 arm joints")
         if len(self.finger_joint_names) != 2:
             raise ConfigError("finger_joint_names: expected 2 finger joints")
-        if len(self.collision_tracking_error) not in (0, len(self.joint_names)):
-            raise ConfigError(f"collision_tracking_error: expected none or {len(self.joint_names)} values (one per "
-                              f"joint of joint_names), got {len(self.collision_tracking_error)}")
+
+    def settings(self) -> ArmBridgeSettings:
+        """Tracking error against the present reference (joint_states stamps are not used)."""
+        return dataclasses.replace(super().settings(), track_at_measurement_stamp=False)
+
+    def goal_checks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The 7 arm joints, held to `goal_tolerance`; the gripper channel is commanded by moves, not tracked."""
+        arm = np.arange(8) < 7
+        return arm, np.where(arm, self.goal_tolerance, np.inf)
+
+    def limits(self) -> Limits:
+        return load_limits(self)
+
+    @property
+    def state_joint_names(self) -> tuple[str, ...]:
+        return (*self.arm_joints, *self.finger_joint_names)
+
+    def joint_to_stack(self, q: np.ndarray) -> np.ndarray:
+        """7 arm joints (rad) + width = sum of the two finger joints (m)."""
+        return np.append(q[:7], q[7] + q[8])
 
     @property
     def arm_joints(self) -> tuple[str, ...]:

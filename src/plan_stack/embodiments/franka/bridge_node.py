@@ -14,20 +14,16 @@ the present reference. Run on the sim/robot clock.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from plan_stack.embodiments.arm_bridge import ArmBridgeSettings
 from plan_stack.embodiments.arm_bridge_node import ArmBridgeNode
-from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move, load_limits
+from plan_stack.embodiments.franka.bridge import FrankaBridgeConfig, gripper_move
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS
 from plan_stack.ros.trajectory import trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory
-from plan_stack.trajectory.limits import Limits
 
 __all__ = ["FrankaBridgeNode", "main"]
 
@@ -38,24 +34,10 @@ class FrankaBridgeNode(ArmBridgeNode):
         self._gripper_goal: float | None = None  # set from the first joint_states
         self.create_timer(1.0 / self.cfg.gripper_rate_hz, self._gripper_tick, callback_group=self._group)
 
-    def _configure(self, cfg: FrankaBridgeConfig) -> tuple[tuple[str, ...], Limits]:
-        self.state_joint_names = (*cfg.arm_joints, *cfg.finger_joint_names)
+    def _create_publishers(self, cfg: FrankaBridgeConfig) -> None:
         self._arm_pub = self.create_publisher(JointTrajectory, f"{cfg.arm_controller}/joint_trajectory",
                                               RELIABLE_QOS)
         self._grip_pub = self.create_publisher(JointState, f"{cfg.gripper}/move", RELIABLE_QOS)
-        return cfg.joint_names, load_limits(cfg)
-
-    def _settings(self, cfg: FrankaBridgeConfig) -> ArmBridgeSettings:
-        """Tracking error against the present reference (joint_states stamps are not used)."""
-        return dataclasses.replace(super()._settings(cfg), track_at_measurement_stamp=False)
-
-    def _goal_checks(self, cfg: FrankaBridgeConfig) -> tuple[np.ndarray, np.ndarray]:
-        arm = np.arange(8) < 7  # the gripper channel is commanded by moves, not tracked
-        return arm, np.where(arm, cfg.goal_tolerance, np.inf)
-
-    def _joint_to_stack(self, q: np.ndarray) -> np.ndarray:
-        """7 arm joints (rad) + width = sum of the two finger joints (m)."""
-        return np.append(q[:7], q[7] + q[8])
 
     def _on_first_state(self, q: np.ndarray) -> None:
         self._gripper_goal = float(q[7])

@@ -24,7 +24,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Header
 from trajectory_msgs.msg import JointTrajectory
 
-from plan_stack.config import ConfigError, param, validate
+from plan_stack.config import ConfigError, param
 from plan_stack.embodiments.franka.model import CAMERAS, DEFAULT_JOINT_NAMES, READY_POSE, FrankaModelError
 from plan_stack.embodiments.node_common import (
     CameraPublisher,
@@ -34,7 +34,7 @@ from plan_stack.embodiments.node_common import (
     follow_trajectory_msg,
     pose_msg,
 )
-from plan_stack.embodiments.pacing import PacingConfig
+from plan_stack.embodiments.sim_config import SimConfig
 from plan_stack.ros.diagnostics import ERROR, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
@@ -44,16 +44,11 @@ __all__ = ["FrankaSimConfig", "FrankaSimNode", "main"]
 
 
 @dataclasses.dataclass(frozen=True)
-class FrankaSimConfig(PacingConfig):
+class FrankaSimConfig(SimConfig):
     """Parameters of the embedded Franka simulator (node `franka_sim`)."""
 
     seed: int = param("seed of the cube and place-target placement", 0, min=0, read_only=True)
-    real_time_factor: float = param("sim seconds per wall second; 0 = as fast as possible", 1.0, min=0.0, max=100.0)
     joint_state_rate_hz: float = param("joint_states publish rate (sim time)", 100.0, min=1.0, max=500.0)
-    clock_rate_hz: float = param("/clock publish rate (sim time)", 250.0, min=1.0, max=500.0)
-    camera_rate_hz: float = param("camera publish rate (sim time); 0 disables rendering", 10.0, min=0.0, max=60.0)
-    camera_width: int = param("rendered image width (px)", 320, min=16, max=1920, read_only=True)
-    camera_height: int = param("rendered image height (px)", 240, min=16, max=1080, read_only=True)
     cameras: tuple[str, ...] = param("cameras to render (external, wrist)", tuple(CAMERAS), read_only=True)
     ground_truth_rate_hz: float = param("ground-truth publish rate (sim time)", 10.0, min=0.0, max=500.0)
     arm_joint_names: tuple[str, ...] = param("names of the 7 arm joints in joint_states and commands",
@@ -68,7 +63,7 @@ class FrankaSimConfig(PacingConfig):
         10.0, min=0.0, read_only=True)
 
     def __post_init__(self) -> None:
-        validate(self)
+        super().__post_init__()
         unknown = [c for c in self.cameras if c not in CAMERAS]
         if unknown:
             raise ConfigError(f"cameras: unknown camera(s) {unknown} (known: {sorted(CAMERAS)})")

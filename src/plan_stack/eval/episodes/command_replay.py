@@ -91,7 +91,7 @@ def replay(bag: str | Path, seed: int, damping: dict[str, float] | None = None, 
     from plan_stack.embodiments.aloha.bridge import AlohaBridgeConfig, load_limits
     from plan_stack.embodiments.aloha.model import JOINT_NAMES
     from plan_stack.embodiments.aloha.sim import AlohaSim, RigControllers
-    from plan_stack.eval.episodes.episode import STATE_VELOCITY_FACTOR
+    from plan_stack.eval.episodes.tally import STATE_VELOCITY_FACTOR
 
     arms = [i for i, n in enumerate(JOINT_NAMES) if not n.endswith("_gripper")]
     commands, recorded, last_state_s = _read_run(bag, {JOINT_NAMES[i] for i in arms})

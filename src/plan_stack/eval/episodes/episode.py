@@ -20,12 +20,13 @@ The config is `config/<robot>.yaml` with: the simulator's `seed`,
 planner's `decoder`, `viz` left out (no viewer), and with `gt_plans` the
 planner left out and replaced by `GroundTruthPlanner` in this process.
 
-This process observes the graph (`EpisodeMonitor`): sim time, ground truth for
-the success criterion (`closed_loop.criterion`), counts of observations,
-plans, chunks and trajectories, stage latencies (`closed_loop.latency`), every
-`/trajectory` checked against the bridge's own limits, the measured joint
-states against the URDF position and velocity limits, and the bridge's
-rejections (its `/rosout` warnings).
+This process observes the graph (`_Monitor`): it converts what it receives and
+hands it to `tally.EpisodeTally` (sim time, ground truth for the success
+criterion (`criterion`), counts of observations, plans, chunks and
+trajectories, every `/trajectory` checked against the bridge's own limits, the
+measured joint states against the URDF position and velocity limits, the
+bridge's rejections (its `/rosout` warnings), what the nodes' diagnostics say)
+and to `latency.LatencyLog` (stage latencies).
 """
 from __future__ import annotations
 
@@ -41,13 +42,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import yaml
 
 from plan_stack.child_processes import die_with_parent, kill_group
 from plan_stack.embodiments import registry
 from plan_stack.eval.episodes.criterion import EpisodeSignals, criterion_of, done_early, judge
 from plan_stack.eval.episodes.latency import LatencyLog
+from plan_stack.eval.episodes.tally import EpisodeTally
 from plan_stack.robots import PROFILES, RobotProfile, profile, robot_names
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.stamps import sec_nanosec_to_s
@@ -64,13 +65,6 @@ STARTUP_TIMEOUT_S = 240.0
 SERVICE_RETRY_S = 5.0
 #: How long the processes get to stop after SIGINT before they are killed (wall s).
 STOP_TIMEOUT_S = 20.0
-#: Slack on the measured joint state before it counts as outside its URDF limit (rad, rad/s factor).
-STATE_POSITION_SLACK = 0.01
-STATE_VELOCITY_FACTOR = 1.1
-#: The stitcher's diagnostic counters copied into the row as `stitcher_<name>` (None: never reported):
-#: chunks it rejected (e.g. arm samples beyond the position range), reference samples it clamped (grippers
-#: past their end stops), and how often it stitched onto what the bridge executes after a refusal.
-_STITCHER_COUNTERS = ("rejected", "clamped_samples", "reanchored", "failed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,26 +290,13 @@ class _Monitor:
         rclpy.init(args=[], context=self.ctx, domain_id=domain)
         self.node = Node("episode_monitor", context=self.ctx,
                          parameter_overrides=[Parameter("use_sim_time", value=True)])
-        self.lock = threading.Lock()
-        self.sig = EpisodeSignals()
         self.lat = LatencyLog()
-        self.counts = dict(observations=0, plans=0, plan_features=0, chunks=0, trajectories=0, bridge_commands=0,
-                           bridge_rejections=0, trajectory_limit_violations=0, state_limit_violations=0)
-        self.first_violation: str | None = None
-        self.first_rejection: str | None = None
-        self.safety_reports: list[str] = []  # distinct ERROR `<sim>: safety` messages (collisions), in order
-        self.protective_stop: str | None = None  # the bridge's first ERROR `<bridge>: protective_stop` message
-        self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
-        self.bridge_refused = 0  # an arm bridge's own count of refused commands (diagnostics `commands`)
-        self.q_first: np.ndarray | None = None  # first measured arm joints
-        self.travel_joint: str | None = None
-        self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
-        self.last_xy: np.ndarray | None = None  # driving: the newest odometry position
         self.extra_nodes: list[Any] = []
         self.recorder_writer: SplitBagWriter | None = None  # while recording (`--bag`)
-        self.bridge = robot.bridge_executable.name  # the bridge node is named after its executable
-        self.limits = _bridge_limits(robot, raw, self.bridge)
+        bridge = robot.bridge_executable.name  # the bridge node is named after its executable
         self.driving = robot.parts.bridge_limits is None  # the bridge follows plans, not joints
+        self.tally = EpisodeTally(opts.robot, robot.sim_executable.name, bridge, _bridge_limits(robot, raw, bridge),
+                                  robot.episode.checks_joint_states, self.driving)
         self._subscribe()
         self.executor = ThreadedExecutor(num_threads=3, context=self.ctx)
         self.executor.add_node(self.node)
@@ -351,7 +332,8 @@ class _Monitor:
                               lambda raw: self.lat.camera(header_stamp_ns(raw), mono()), SENSOR_QOS, raw=True)
         n.create_subscription(Observation, "/observation", self._on_observation, RELIABLE_QOS, raw=True)
         n.create_subscription(VisualPlan, "/plan", self._on_plan, RELIABLE_QOS)
-        n.create_subscription(PlanFeatures, "/plan_features", lambda m: self._count("plan_features"), RELIABLE_QOS)
+        n.create_subscription(PlanFeatures, "/plan_features", lambda m: self.tally.count("plan_features"),
+                              RELIABLE_QOS)
         n.create_subscription(ActionChunk, "/action_chunk", self._on_chunk, RELIABLE_QOS)
         n.create_subscription(JointTrajectory, "/trajectory", self._on_trajectory, RELIABLE_QOS)
         n.create_subscription(JointState, "/joint_states", self._on_joint_states, SENSOR_QOS)
@@ -362,7 +344,7 @@ class _Monitor:
             n.create_subscription(DriveTrajectory, "/drive_trajectory", self._on_drive_trajectory, RELIABLE_QOS)
         if self.robot.episode.bridge_command_topic:
             n.create_subscription(JointTrajectory, self.robot.episode.bridge_command_topic,
-                                  lambda m: self._count("bridge_commands"), RELIABLE_QOS)
+                                  lambda m: self.tally.count("bridge_commands"), RELIABLE_QOS)
         # the ground truth the robot's success criterion reads, by criterion kind (safe_driving: the distance
         # from the simulator's odometry; its faults come from /diagnostics, subscribed below for every robot's
         # stitcher counters)
@@ -376,134 +358,53 @@ class _Monitor:
             n.create_subscription(*ground_truth[kind])
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, DIAGNOSTICS_QOS)
 
-    def _count(self, key: str, k: int = 1) -> None:
-        with self.lock:
-            self.counts[key] += k
-
     def _on_clock(self, msg) -> None:
-        with self.lock:
-            self.sig.sim_time_s = max(self.sig.sim_time_s, sec_nanosec_to_s(msg.clock.sec, msg.clock.nanosec))
+        self.tally.clock(sec_nanosec_to_s(msg.clock.sec, msg.clock.nanosec))
 
     def _on_observation(self, raw: bytes) -> None:
         self.lat.observation(header_stamp_ns(raw), time.monotonic())
-        self._count("observations")
+        self.tally.count("observations")
 
     def _on_plan(self, msg) -> None:
         self.lat.plan(stamp_to_ns(msg.header.stamp), time.monotonic())
-        self._count("plans")
+        self.tally.count("plans")
 
     def _on_chunk(self, msg) -> None:
         self.lat.chunk(stamp_to_ns(msg.header.stamp), time.monotonic())
-        self._count("chunks")
+        self.tally.count("chunks")
 
     def _on_trajectory(self, msg) -> None:
         from plan_stack.ros.trajectory import trajectory_from_msg
-        from plan_stack.trajectory.checks import check_trajectory
 
         self.lat.trajectory(time.monotonic())
-        self._count("trajectories")
-        if self.limits is None:
-            return
-        try:
-            traj = trajectory_from_msg(msg)
-            verdict = check_trajectory(traj, self.limits.joint_names, self.limits, now_s=traj.stamp_s)
-            ok, why = verdict.ok, verdict.message
-        except Exception as exc:  # a malformed trajectory is a violation too
-            ok, why = False, str(exc)
-        if not ok:
-            self._count("trajectory_limit_violations")
-            with self.lock:
-                self.first_violation = self.first_violation or f"trajectory: {why}"
+        self.tally.trajectory(lambda: trajectory_from_msg(msg))
 
     def _on_odometry(self, msg) -> None:
         p = msg.pose.pose.position
-        xy = np.array([p.x, p.y])
-        if not np.all(np.isfinite(xy)):
-            return
-        with self.lock:
-            if self.last_xy is not None:
-                self.sig.distance_m += float(np.linalg.norm(xy - self.last_xy))
-            self.last_xy = xy
+        self.tally.odometry(p.x, p.y)
 
     def _on_drive_trajectory(self, msg) -> None:
         self.lat.stamped_trajectory(stamp_to_ns(msg.header.stamp), time.monotonic())
-        self._count("trajectories")
+        self.tally.count("trajectories")
 
     def _on_joint_states(self, msg) -> None:
-        if self.limits is None or not self.robot.episode.checks_joint_states:
-            return
-        lim = self.state_limits
-        names = list(msg.name)
-        try:
-            idx = [names.index(j) for j in lim["names"]]
-        except ValueError:
-            return
-        q = np.asarray(msg.position, dtype=float)[idx]
-        with self.lock:
-            if self.q_first is None:
-                self.q_first = q.copy()
-            d = np.abs(q - self.q_first)
-            if float(np.max(d)) > self.travel:
-                self.travel, self.travel_joint = float(np.max(d)), lim["names"][int(np.argmax(d))]
-        bad = (q < lim["lower"] - STATE_POSITION_SLACK) | (q > lim["upper"] + STATE_POSITION_SLACK)
-        v = None
-        if len(msg.velocity) == len(names):
-            v = np.abs(np.asarray(msg.velocity, dtype=float)[idx])
-            bad |= v > lim["velocity"] * STATE_VELOCITY_FACTOR
-        if np.any(bad):
-            j = int(np.flatnonzero(bad)[0])
-            self._count("state_limit_violations")
-            speed = "" if v is None else f", {v[j]:.3f} rad/s (limit {lim['velocity'][j]:.3f})"
-            with self.lock:
-                self.first_violation = self.first_violation or (
-                    f"joint_states: {lim['names'][j]} at {q[j]:.4f} rad{speed}, sim time "
-                    f"{stamp_to_ns(msg.header.stamp) * 1e-9:.3f} s: outside its URDF limits or too fast")
-
-    @property
-    def state_limits(self) -> dict:
-        if not hasattr(self, "_state_limits"):
-            lim = self.limits
-            arms = [i for i, n in enumerate(lim.joint_names) if not n.endswith("_gripper")]
-            self._state_limits = dict(names=[lim.joint_names[i] for i in arms], lower=lim.q_min[arms],
-                                      upper=lim.q_max[arms], velocity=lim.v_max[arms])
-        return self._state_limits
+        self.tally.joint_state(msg.name, msg.position, msg.velocity, stamp_to_ns(msg.header.stamp) * 1e-9)
 
     def _on_log(self, msg) -> None:
-        if msg.name.endswith(self.bridge) and "rejected" in msg.msg:
-            self._count("bridge_rejections")
-            with self.lock:
-                self.first_rejection = self.first_rejection or msg.msg[:300]
+        self.tally.log(msg.name, msg.msg)
 
     def _on_reward(self, msg) -> None:
-        with self.lock:
-            self.sig.max_reward = max(self.sig.max_reward or 0, int(msg.data))
+        self.tally.reward(msg.data)
 
     def _on_success(self, msg) -> None:
-        with self.lock:
-            self.sig.success_flag = bool(self.sig.success_flag) or bool(msg.data)
+        self.tally.success(msg.data)
 
     def _on_diagnostics(self, msg) -> None:
         from diagnostic_msgs.msg import DiagnosticStatus
 
         for s in msg.status:
-            if s.name.startswith(f"{self.robot.sim_executable.name}: safety") and s.level == DiagnosticStatus.ERROR:
-                with self.lock:  # the periodic republication of a fault already counted is not a new one
-                    if s.message not in self.safety_reports:
-                        self.safety_reports.append(s.message)
-                        self.sig.safety_faults = len(self.safety_reports)
-            elif s.name == f"{self.bridge}: protective_stop" and s.level == DiagnosticStatus.ERROR:
-                with self.lock:
-                    self.protective_stop = self.protective_stop or s.message[:300]
-            elif s.name == f"{self.bridge}: commands":
-                refused = next((int(kv.value) for kv in s.values if kv.key == "refused" and kv.value.isdigit()), 0)
-                with self.lock:  # the bridge logs one line per run of repeated refusals; it counts every one
-                    self.bridge_refused = max(self.bridge_refused, refused)
-            elif s.name.startswith("stitcher: "):
-                found = {kv.key: int(kv.value) for kv in s.values if kv.key in _STITCHER_COUNTERS
-                         and kv.value.isdigit()}
-                with self.lock:
-                    for key, value in found.items():  # counters only grow: keep the largest seen
-                        self.stitcher_counts[key] = max(value, self.stitcher_counts.get(key, 0))
+            self.tally.diagnostic(s.name, s.level == DiagnosticStatus.ERROR, s.message,
+                                  [(kv.key, kv.value) for kv in s.values])
 
     # --- helpers --------------------------------------------------------------------
 
@@ -555,29 +456,10 @@ class _Monitor:
         return sorted(pending)  # clients stay: destroying them under the spinning executor races it
 
     def signals(self) -> EpisodeSignals:
-        with self.lock:
-            return dataclasses.replace(self.sig)
+        return self.tally.signals()
 
     def row(self) -> dict:
-        with self.lock:
-            counts = dict(self.counts)
-            counts["bridge_rejections"] = max(counts["bridge_rejections"], self.bridge_refused)
-            first_violation, first_rejection = self.first_violation, self.first_rejection
-            sig = dataclasses.replace(self.sig)
-        out: dict[str, Any] = dict(counts)
-        out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
-        # driving: every DriveTrajectory is the bridge's own output (a refused plan publishes none)
-        out["bridge_accepted"] = counts["trajectories"] - (0 if self.driving else counts["bridge_rejections"])
-        out["joint_travel_rad"] = round(self.travel, 4)
-        out["joint_travel_joint"] = self.travel_joint
-        out["first_violation"] = first_violation
-        out["first_rejection"] = first_rejection
-        with self.lock:
-            out["safety_faults"] = len(self.safety_reports)  # ALOHA: arm collisions; driving: collision/departure
-            out["first_safety_fault"] = self.safety_reports[0][:300] if self.safety_reports else None
-            out["protective_stop"] = self.protective_stop  # the bridge held the arms: a collision (ALOHA)
-            out.update({f"stitcher_{k}": self.stitcher_counts.get(k) for k in _STITCHER_COUNTERS})
-        out.update(criterion_of(self.opts.robot).row(sig))
+        out = self.tally.row()
         out.update(self.lat.summary())
         out["monitor_error"] = self.spin_error
         return out
