@@ -58,7 +58,7 @@ from plan_stack.actions.data import split_episodes, synthetic_episodes  # noqa: 
 from plan_stack.actions.head import HeadConfig, load_checkpoint  # noqa: E402
 from plan_stack.actions.offline import rollout, seam_metrics  # noqa: E402
 from plan_stack.actions.policy import ChunkPolicy  # noqa: E402
-from plan_stack.actions.train import TrainConfig, train  # noqa: E402
+from plan_stack.actions.train import HeadTrainConfig, train  # noqa: E402
 from plan_stack.trajectory.config import StitcherConfig  # noqa: E402
 from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher  # noqa: E402
 
@@ -85,9 +85,9 @@ def _head(path, rtc_max_delay, train_eps, eval_eps, args):
         e = train_eps[0]
         hc = HeadConfig(action_dim=e.actions.shape[1], state_dim=e.states.shape[1], cond_width=e.cond.shape[2],
                         dt_s=e.dt_s, horizon=args.horizon)
-        tc = TrainConfig(steps=args.train_steps, rtc_max_delay=rtc_max_delay, seed=args.seed, lr=1e-3,
-                         eval_every=max(args.train_steps // 4, 1), checkpoint_every=max(args.train_steps // 10, 1),
-                         log_every=max(args.train_steps // 20, 1))
+        tc = HeadTrainConfig(steps=args.train_steps, rtc_max_delay=rtc_max_delay, seed=args.seed, lr=1e-3,
+                             eval_every=max(args.train_steps // 4, 1),
+                             checkpoint_every=max(args.train_steps // 10, 1), log_every=max(args.train_steps // 20, 1))
         train(hc, tc, train_eps, eval_eps, path,
               log=lambda s: print(f"[{os.path.basename(path)}] {s}", file=sys.stderr, flush=True))
     head, meta = load_checkpoint(path, num_steps=args.num_steps)

@@ -90,8 +90,9 @@ def main() -> None:
     target_cfg = TT.TargetTrainConfig(steps=args.steps, batch_size=recipe.target_batch, lr=recipe.target_lr,
                                       eval_every=0, checkpoint_every=0, locate_weight=recipe.target_locate_weight,
                                       coord_sigma_bins=recipe.target_coord_sigma_bins, seed=recipe.seed)
-    drafter_cfg = TR.TrainConfig(steps=args.steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
-                                 max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0, seed=recipe.seed)
+    drafter_cfg = TR.DrafterTrainConfig(steps=args.steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
+                                        max_text_anchors=recipe.drafter_text_anchors, checkpoint_every=0,
+                                        seed=recipe.seed)
     rows: list[dict] = []
     per_pass = [int(b) for b in args.feature_batches.split(",")]
     for stage in args.stages.split(","):

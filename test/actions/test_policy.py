@@ -9,7 +9,7 @@ from plan_stack.actions.data import synthetic_episodes
 from plan_stack.actions.head import HeadConfig, load_checkpoint
 from plan_stack.actions.policy import ChunkPolicy
 from plan_stack.actions.rtc.runtime import RtcConfig, RtcRuntime
-from plan_stack.actions.train import TrainConfig, train
+from plan_stack.actions.train import HeadTrainConfig, train
 
 H, D, S, DELAY = 16, 3, 6, 4
 
@@ -19,8 +19,8 @@ def trained(tmp_path_factory):
     eps = synthetic_episodes(10, length=50, action_dim=D, cond_width=5, seed=3)
     cfg = HeadConfig(action_dim=D, state_dim=D, horizon=H, cond_width=5, width=32, layers=2, heads=2, num_steps=6)
     out = str(tmp_path_factory.mktemp("head"))
-    train(cfg, TrainConfig(steps=80, batch_size=32, lr=3e-3, warmup_steps=10, eval_every=1000,
-                           checkpoint_every=1000, log_every=1000, rtc_max_delay=DELAY + 2),
+    train(cfg, HeadTrainConfig(steps=80, batch_size=32, lr=3e-3, warmup_steps=10, eval_every=1000,
+                               checkpoint_every=1000, log_every=1000, rtc_max_delay=DELAY + 2),
           eps[:8], [], out, log=lambda s: None)
     head, _ = load_checkpoint(out)
     return head, eps[8:]

@@ -11,7 +11,7 @@ import torch
 from plan_stack.actions.data import ChunkWindows, Episode, split_episodes, synthetic_episodes
 from plan_stack.actions.errors import CheckpointError, DatasetError
 from plan_stack.actions.head import HeadConfig, load_checkpoint
-from plan_stack.actions.train import TrainConfig, train
+from plan_stack.actions.train import HeadTrainConfig, train
 from plan_stack.config import ConfigError
 
 HEAD = HeadConfig(action_dim=3, state_dim=3, horizon=8, cond_width=5, width=16, layers=1, heads=2, num_steps=4)
@@ -22,10 +22,10 @@ def episodes():
     return split_episodes(synthetic_episodes(8, length=40, action_dim=3, cond_width=5), 0.25)
 
 
-def _cfg(**kw) -> TrainConfig:
+def _cfg(**kw) -> HeadTrainConfig:
     base = dict(steps=60, batch_size=16, lr=3e-3, warmup_steps=5, eval_every=20, checkpoint_every=20,
                 log_every=20, eval_windows=32)
-    return TrainConfig(**{**base, **kw})
+    return HeadTrainConfig(**{**base, **kw})
 
 
 def test_training_improves_held_out_loss_and_writes_a_loadable_checkpoint(episodes, tmp_path):

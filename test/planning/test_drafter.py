@@ -73,7 +73,7 @@ def _packed_batch(tg, d, seqs, rng):
     from plan_stack.planning.training import drafter as TR
 
     feats = [tg.prefill(Prompt(torch.tensor(s))).features for s in seqs]
-    cfg = TR.TrainConfig(max_text_anchors=3, text_block=5)
+    cfg = TR.DrafterTrainConfig(max_text_anchors=3, text_block=5)
     blocks = TR.make_blocks(seqs, [2] * len(seqs), [[] for _ in seqs], cfg, tg.vocab, random.Random(rng))
     ctx_sample = torch.cat([torch.full((len(s),), i) for i, s in enumerate(seqs)])
     ctx_pos = torch.cat([torch.arange(len(s)) for s in seqs])

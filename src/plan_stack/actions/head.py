@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from plan_stack.actions.errors import CheckpointError
 from plan_stack.config import ConfigError, from_mapping, param, validate
+from plan_stack.planning.training.checkpoints import save_json, save_tensors
 
 __all__ = ["HeadConfig", "Normaliser", "FlowHead", "Context", "save_checkpoint", "load_checkpoint"]
 
@@ -177,20 +178,12 @@ class FlowHead(nn.Module):
 
 
 def save_checkpoint(path: str, head: FlowHead, meta: dict[str, Any] | None = None) -> None:
-    """Write `config.json` + `model.safetensors` into directory `path` (atomically per file)."""
-    from safetensors.torch import save_file
-
+    """Write `config.json` + `model.safetensors` into directory `path` (atomically per file, readable by all)."""
     os.makedirs(path, exist_ok=True)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()}
-    tmp = os.path.join(path, WEIGHTS_FILE + ".tmp")
-    save_file(tensors, tmp)
-    os.chmod(tmp, 0o644)  # safetensors creates files owner-only; checkpoints are meant to be shared
-    os.replace(tmp, os.path.join(path, WEIGHTS_FILE))
-    doc = {"head": dataclasses.asdict(head.cfg), "meta": meta or {}}
-    tmp = os.path.join(path, CONFIG_FILE + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh, indent=2, sort_keys=True)
-    os.replace(tmp, os.path.join(path, CONFIG_FILE))
+    save_tensors(os.path.join(path, WEIGHTS_FILE),
+                 {k: v.detach().contiguous().cpu() for k, v in head.state_dict().items()})
+    save_json(os.path.join(path, CONFIG_FILE), {"head": dataclasses.asdict(head.cfg), "meta": meta or {}},
+              indent=2, sort_keys=True)
 
 
 def load_checkpoint(path: str, **overrides: Any) -> tuple[FlowHead, dict[str, Any]]:

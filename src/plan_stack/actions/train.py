@@ -27,15 +27,17 @@ from plan_stack.actions.head import FlowHead, HeadConfig, load_checkpoint, save_
 from plan_stack.actions.rtc.sampling import integrate
 from plan_stack.actions.rtc.training import masked_flow_loss, sample_delays, training_time_inputs
 from plan_stack.config import ConfigError, param, validate
+from plan_stack.planning.training.checkpoints import load_optimizer, save_json, save_optimizer
+from plan_stack.planning.training.schedule import WarmupCosine
 
-__all__ = ["TrainConfig", "TrainResult", "train", "evaluate"]
+__all__ = ["HeadTrainConfig", "TrainResult", "train", "evaluate"]
 
 OPTIM_FILE = "optimizer.safetensors"
 STATE_FILE = "train_state.json"
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class HeadTrainConfig:
     steps: int = param("total optimiser steps", 2000, min=1)
     batch_size: int = param("windows per step", 64, min=1)
     lr: float = param("peak AdamW learning rate", 3e-4, min=0.0)
@@ -124,45 +126,6 @@ def evaluate(head: FlowHead, windows: ChunkWindows, n: int, seed: int = 1234, nu
     return {"eval_flow_loss": loss, "eval_chunk_rmse": rmse}
 
 
-def _lr_at(step: int, cfg: TrainConfig) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(cfg.steps - cfg.warmup_steps, 1)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))))
-
-
-def _save_optimizer(path: str, opt: torch.optim.Optimizer) -> None:
-    from safetensors.torch import save_file
-
-    sd = opt.state_dict()
-    tensors = {f"{i}.{k}": v.detach().reshape(-1).clone() if v.ndim == 0 else v.detach().clone()
-               for i, st in sd["state"].items() for k, v in st.items()}
-    tmp = os.path.join(path, OPTIM_FILE + ".tmp")
-    save_file(tensors, tmp, metadata={"param_groups": json.dumps(sd["param_groups"])})
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, os.path.join(path, OPTIM_FILE))
-
-
-def _load_optimizer(path: str, opt: torch.optim.Optimizer) -> None:
-    from safetensors import safe_open
-
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    with safe_open(os.path.join(path, OPTIM_FILE), "pt") as fh:
-        groups = json.loads(fh.metadata()["param_groups"])
-        for key in fh.keys():
-            i, name = key.split(".", 1)
-            v = fh.get_tensor(key)
-            state.setdefault(int(i), {})[name] = v.reshape(()) if name == "step" else v
-    opt.load_state_dict({"state": state, "param_groups": groups})
-
-
-def _write_state(path: str, doc: dict[str, Any]) -> None:
-    tmp = os.path.join(path, STATE_FILE + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, os.path.join(path, STATE_FILE))
-
-
 def _data_summary(data: Any) -> str:
     if not isinstance(data, dict):
         return repr(data)
@@ -173,7 +136,7 @@ def _data_summary(data: Any) -> str:
     return ", ".join(parts) or repr(data)
 
 
-def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval_eps: list[Episode],
+def train(head_cfg: HeadConfig, cfg: HeadTrainConfig, train_eps: list[Episode], eval_eps: list[Episode],
           out_dir: str, resume: bool = True, log: Callable[[str], None] = print,
           meta: dict[str, Any] | None = None, force_resume: bool = False,
           device: torch.device | str = "cpu") -> TrainResult:
@@ -203,6 +166,7 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
         head = FlowHead(head_cfg)
     head.to(device)
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = WarmupCosine(cfg.lr, cfg.steps, cfg.warmup_steps, floor=0.1)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     step, history, resumed_from = 0, [], 0
@@ -219,7 +183,7 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
                                   f", now {_data_summary(meta.get('data'))}); use the same episodes, a new "
                                   "directory, --fresh, or --force-resume")
         head.load_state_dict(loaded.state_dict())
-        _load_optimizer(out_dir, opt)
+        load_optimizer(os.path.join(out_dir, OPTIM_FILE), opt)
         with open(state_path) as fh:
             st = json.load(fh)
         step, history = st["step"], st["history"]
@@ -233,16 +197,15 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
 
     def checkpoint() -> None:
         save_checkpoint(out_dir, head, meta)
-        _save_optimizer(out_dir, opt)
-        _write_state(out_dir, {"step": step, "history": history, "data_rng": rng.bit_generator.state,
+        save_optimizer(os.path.join(out_dir, OPTIM_FILE), opt)
+        save_json(state_path, {"step": step, "history": history, "data_rng": rng.bit_generator.state,
                                "noise_rng": gen.get_state().tolist()})
 
     t_start = time.perf_counter()
     head.train()
     running, n_running, last_loss, ev = 0.0, 0, float("nan"), {}
     while step < cfg.steps:
-        for g in opt.param_groups:
-            g["lr"] = _lr_at(step, cfg)
+        schedule.apply(opt, step)
         rows = rng.integers(0, len(windows), cfg.batch_size)
         shift = None
         if cfg.plan_shift and cfg.plan_shift_prob > 0:
@@ -262,7 +225,7 @@ def train(head_cfg: HeadConfig, cfg: TrainConfig, train_eps: list[Episode], eval
         running, n_running = running + last_loss, n_running + 1
         if step % cfg.log_every == 0 or step == cfg.steps:
             el = time.perf_counter() - t_start
-            log(f"step {step}/{cfg.steps} loss {running / n_running:.4f} lr {_lr_at(step - 1, cfg):.2e} "
+            log(f"step {step}/{cfg.steps} loss {running / n_running:.4f} lr {schedule(step - 1):.2e} "
                 f"{(step - resumed_from) / max(el, 1e-9):.1f} steps/s")
             running, n_running = 0.0, 0
         if eval_windows is not None and (step % cfg.eval_every == 0 or step == cfg.steps):

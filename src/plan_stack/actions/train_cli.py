@@ -30,14 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_device_arguments(parser, dtype=False)
     parser.add_argument("--dt", type=float, default=0.02, help="control period of synthetic episodes (s)")
     from plan_stack.actions.head import HeadConfig
-    from plan_stack.actions.train import TrainConfig
+    from plan_stack.actions.train import HeadTrainConfig
 
     head_fields = ("horizon", "width", "layers", "heads", "mlp_ratio", "num_steps")
     for f in dataclasses.fields(HeadConfig):
         if f.name in head_fields:
             parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default,
                                 help=f.metadata["plan_stack"].description.replace("%", "%%"))
-    for f in dataclasses.fields(TrainConfig):
+    for f in dataclasses.fields(HeadTrainConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default,
                             help=f.metadata["plan_stack"].description.replace("%", "%%"))
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from plan_stack.actions.data import split_episodes, synthetic_episodes
     from plan_stack.actions.head import HeadConfig
-    from plan_stack.actions.train import TrainConfig, train
+    from plan_stack.actions.train import HeadTrainConfig, train
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
                               cond_width=e.cond.shape[2], dt_s=e.dt_s, horizon=args.horizon, width=args.width,
                               layers=args.layers, heads=args.heads, mlp_ratio=args.mlp_ratio,
                               num_steps=args.num_steps)
-        train_cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+        train_cfg = HeadTrainConfig(**{f.name: getattr(args, f.name)
+                                       for f in dataclasses.fields(HeadTrainConfig)})
         if args.fresh:
             shutil.rmtree(args.out, ignore_errors=True)
         print(f"{len(train_eps)} training / {len(eval_eps)} held-out episodes, head {head_cfg}")

@@ -27,6 +27,7 @@ from torch.nn import functional as F
 
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.training.checkpoints import save_json, write_atomically
 
 
 @dataclasses.dataclass(frozen=True)
@@ -419,12 +420,14 @@ def new_drafter(target: Any, **overrides: Any) -> Drafter:
 
 
 def save_drafter(drafter: Drafter, path: str | os.PathLike) -> None:
+    """Write config.json + model.safetensors into directory `path`, each file atomically: it is the drafter
+    trainer's checkpoint too, which a stopped run must leave loadable."""
     from safetensors.torch import save_file
 
     os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, CONFIG_FILE), "w") as fh:
-        json.dump(dataclasses.asdict(drafter.config), fh, indent=1)
-    save_file({k: v.contiguous() for k, v in drafter.state_dict().items()}, os.path.join(path, WEIGHTS_FILE))
+    save_json(os.path.join(path, CONFIG_FILE), dataclasses.asdict(drafter.config), indent=1)
+    tensors = {k: v.contiguous() for k, v in drafter.state_dict().items()}
+    write_atomically(os.path.join(path, WEIGHTS_FILE), lambda tmp: save_file(tensors, tmp))
 
 
 def load_drafter(path: str | os.PathLike, target: Any) -> Drafter:

@@ -451,9 +451,10 @@ def run(args: argparse.Namespace) -> int:
         drafter.to(device)
     if "drafter" in stages:
         samples = KeyframeSamples(model, planner_kf, spec)  # built batch by batch: see its docstring
-        dcfg = TR.TrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch, lr=recipe.drafter_lr,
-                              max_text_anchors=recipe.drafter_text_anchors, text_block=recipe.drafter_text_block,
-                              text_decay=recipe.drafter_text_decay, checkpoint_every=50, seed=recipe.seed)
+        dcfg = TR.DrafterTrainConfig(steps=recipe.drafter_steps, batch_size=recipe.drafter_batch,
+                                     lr=recipe.drafter_lr, max_text_anchors=recipe.drafter_text_anchors,
+                                     text_block=recipe.drafter_text_block, text_decay=recipe.drafter_text_decay,
+                                     checkpoint_every=50, seed=recipe.seed)
         assert drafter is not None  # built above whenever the drafter stage runs
         if drafter.config.text_block != recipe.drafter_text_block:  # loaded (--init-from, --resume) from another
             drafter.config = dataclasses.replace(drafter.config, text_block=recipe.drafter_text_block)
@@ -532,7 +533,7 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     import torch
 
     from plan_stack.actions.head import HeadConfig
-    from plan_stack.actions.train import TrainConfig as HeadTrainConfig
+    from plan_stack.actions.train import HeadTrainConfig
     from plan_stack.actions.train import train as train_head
     from plan_stack.actions.train_features import planner_feature_episodes
 

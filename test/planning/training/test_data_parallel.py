@@ -148,7 +148,7 @@ def test_the_ranks_share_a_selection_and_rank_0_scores_it_in_order(tmp_path):
 
 def test_two_ranks_train_the_drafter(vl_target, small_drafter, tmp_path):
     samples = TR.synthetic_samples(vl_target, 8, kinds=("robot_2d3d",), waypoints=3, seed=1)
-    cfg = TR.TrainConfig(steps=24, batch_size=4, lr=1e-2, max_text_anchors=4, checkpoint_every=12, seed=0)
+    cfg = TR.DrafterTrainConfig(steps=24, batch_size=4, lr=1e-2, max_text_anchors=4, checkpoint_every=12, seed=0)
     d = small_drafter(vl_target, seed=4)
     with torch.no_grad():
         before = float(TR.block_loss(d, vl_target, samples, cfg, random.Random(0)))
@@ -160,7 +160,7 @@ def test_two_ranks_train_the_drafter(vl_target, small_drafter, tmp_path):
     assert TR.train(small_drafter(vl_target, seed=9), vl_target, samples, cfg, out_dir=tmp_path, resume=True,
                     ranks=2) == []
     # fewer samples than a batch: every step holds them all, too few to share, so one process trains
-    short = TR.TrainConfig(steps=2, batch_size=4, lr=1e-2, max_text_anchors=4, checkpoint_every=0, seed=0)
+    short = TR.DrafterTrainConfig(steps=2, batch_size=4, lr=1e-2, max_text_anchors=4, checkpoint_every=0, seed=0)
     assert len(TR.train(small_drafter(vl_target, seed=9), vl_target, samples[:1], short, ranks=2)) == 2
 
 

@@ -23,7 +23,7 @@ def test_block_weights_follow_the_recipe(text_target):
     assert len(block) == lay.block_size
     prompt = [7, 8, 9]
     seq = prompt + [20, 21, 22] + block + [1]
-    cfg = TR.TrainConfig(max_text_anchors=2, text_block=4)
+    cfg = TR.DrafterTrainConfig(max_text_anchors=2, text_block=4)
     b = TR.make_blocks([seq], [3], [[(3, lay)]], cfg, vocab, random.Random(0))
     prim = b.index == 0
     w = b.weights[prim]
@@ -53,7 +53,7 @@ def test_training_lowers_the_loss_and_resumes(vl_target, small_drafter, tmp_path
         start, lay = s.spans[0]
         assert check_block(TokenSets(vl_target.vocab), lay, s.response[start + 1:start + lay.block_size]) == 0
     d = small_drafter(vl_target, seed=4)
-    cfg = TR.TrainConfig(steps=24, batch_size=3, lr=1e-2, max_text_anchors=4, checkpoint_every=12, seed=0)
+    cfg = TR.DrafterTrainConfig(steps=24, batch_size=3, lr=1e-2, max_text_anchors=4, checkpoint_every=12, seed=0)
     torch.manual_seed(0)
     with torch.no_grad():
         before = float(TR.block_loss(d, vl_target, samples, cfg, random.Random(0)))
@@ -67,7 +67,7 @@ def test_training_lowers_the_loss_and_resumes(vl_target, small_drafter, tmp_path
     d2 = small_drafter(vl_target, seed=9)
     assert TR.train(d2, vl_target, samples, cfg, out_dir=tmp_path, resume=True) == []
     assert all(torch.equal(a, b) for a, b in zip(d.state_dict().values(), d2.state_dict().values()))
-    longer = TR.TrainConfig(steps=26, batch_size=3, lr=1e-2, max_text_anchors=4, checkpoint_every=0, seed=0)
+    longer = TR.DrafterTrainConfig(steps=26, batch_size=3, lr=1e-2, max_text_anchors=4, checkpoint_every=0, seed=0)
     assert len(TR.train(d2, vl_target, samples, longer, out_dir=tmp_path, resume=True)) == 2
     with pytest.raises(PlanningError, match="no training samples"):
         TR.train(d2, vl_target, [], cfg)

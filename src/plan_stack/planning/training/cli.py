@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
         drafter = D.new_drafter(target, width=args.width, layers=args.layers, heads=args.heads,
                                 kv_heads=max(1, args.heads // 2), head_dim=args.head_dim, intermediate=2 * args.width)
     drafter.to(device)
-    cfg = TR.TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                         max_text_anchors=args.max_text_anchors, checkpoint_every=args.checkpoint_every,
-                         seed=args.seed)
+    cfg = TR.DrafterTrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                                max_text_anchors=args.max_text_anchors, checkpoint_every=args.checkpoint_every,
+                                seed=args.seed)
     samples = TR.synthetic_samples(target, args.samples, kinds=tuple(args.kinds.split(",")),
                                    waypoints=args.waypoints, seed=args.seed)
     data_id = {"source": "synthetic", "samples": args.samples, "kinds": args.kinds, "waypoints": args.waypoints,

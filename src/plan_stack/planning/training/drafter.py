@@ -34,11 +34,13 @@ from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.fields import PrimitiveFields, fields_to_tokens
 from plan_stack.planning.target import Prompt, TargetAdapter
 from plan_stack.planning.tool_call import tool_call_text
+from plan_stack.planning.training.checkpoints import check_resume, load_state, save_state
 from plan_stack.planning.training.data_parallel import Ranks, run_ranks
+from plan_stack.planning.training.schedule import WarmupCosine
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class DrafterTrainConfig:
     steps: int = param("optimiser steps", 200, min=1)
     batch_size: int = param("samples per step", 4, min=1)
     lr: float = param("peak learning rate", 2e-4, min=0.0)
@@ -86,7 +88,7 @@ class Blocks:
 
 
 def make_blocks(seqs: Sequence[list[int]], prompt_lens: Sequence[int], spans: Sequence[list[tuple[int, L.Layout]]],
-                cfg: TrainConfig, vocab: V.Vocab, rng: random.Random) -> Blocks:
+                cfg: DrafterTrainConfig, vocab: V.Vocab, rng: random.Random) -> Blocks:
     """Primitive blocks (equal weights) and sampled text-anchor blocks (decaying weights)."""
     mask_id, oof = vocab[V.TEXT_MASK], vocab[V.OOF]
     cols: dict[str, list[float]] = {k: [] for k in ("ids", "pos", "labels", "weights", "sample", "index", "anchor")}
@@ -125,7 +127,7 @@ def make_blocks(seqs: Sequence[list[int]], prompt_lens: Sequence[int], spans: Se
     return Blocks(**t)
 
 
-def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: TrainConfig,
+def block_loss(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: DrafterTrainConfig,
                rng: random.Random) -> torch.Tensor:
     """Weighted cross-entropy of one packed batch (frozen target features computed here)."""
     whole = [s.teacher_forced_prompt() for s in samples]
@@ -205,14 +207,6 @@ def synthetic_samples(target: TargetAdapter, n: int, kinds: Sequence[str] = ("ro
 STATE_FILE = "trainer_state.pt"
 
 
-def _lr_at(step: int, cfg: TrainConfig) -> float:
-    warm = max(1, int(cfg.warmup_frac * cfg.steps))
-    if step < warm:
-        return cfg.lr * (step + 1) / warm
-    progress = (step - warm) / max(1, cfg.steps - warm)
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-
-
 def _batches(samples: Sequence[Sample], batch: int, rng: random.Random) -> Iterator[list[Sample]]:
     order = list(range(len(samples)))
     while True:
@@ -221,7 +215,7 @@ def _batches(samples: Sequence[Sample], batch: int, rng: random.Random) -> Itera
             yield [samples[j] for j in order[i:i + batch]]
 
 
-def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: TrainConfig,
+def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cfg: DrafterTrainConfig,
           out_dir: str | os.PathLike | None = None, resume: bool = False, progress: bool = False,
           data_id: dict | None = None, force_resume: bool = False, ranks: int = 1) -> list[float]:
     """Train `drafter` in place; returns the loss of every step run here.
@@ -238,11 +232,10 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     opt = torch.optim.AdamW(drafter.parameters(), lr=cfg.lr, weight_decay=0.0)
+    schedule = WarmupCosine.warmup_fraction(cfg.lr, cfg.steps, cfg.warmup_frac)
     step0 = 0
     if resume and out_dir is not None and os.path.isfile(os.path.join(out_dir, STATE_FILE)):
-        state = torch.load(os.path.join(out_dir, STATE_FILE), weights_only=False, map_location="cpu")
-        from plan_stack.planning.training.target import check_resume
-
+        state = load_state(os.path.join(out_dir, STATE_FILE))
         check_resume(state.get("data_id"), data_id, force_resume, os.path.join(out_dir, STATE_FILE))
         drafter.load_state_dict(load_drafter(out_dir, target).state_dict())
         opt.load_state_dict(state["optimizer"])
@@ -260,8 +253,7 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
     def loop(where: Ranks) -> None:
         drafter.train()
         for step in range(step0, cfg.steps):
-            for group in opt.param_groups:
-                group["lr"] = _lr_at(step, cfg)
+            schedule.apply(opt, step)
             batch = next(batches)
             anchors = rng if where.world == 1 else random.Random(f"{cfg.seed}:{step}:{where.rank}")
             loss = block_loss(drafter, target, where.share(batch), cfg, anchors)
@@ -294,8 +286,8 @@ def train(drafter: Drafter, target: TargetAdapter, samples: Sequence[Sample], cf
 
 def save_checkpoint(drafter: Drafter, opt: torch.optim.Optimizer, step: int, rng: random.Random,
                     out_dir: str | os.PathLike, data_id: dict | None = None) -> None:
+    """The drafter (`save_drafter` format, what `load_drafter` resumes from) and the trainer's state beside it."""
     save_drafter(drafter, out_dir)
-    tmp = os.path.join(out_dir, STATE_FILE + ".tmp")
-    torch.save({"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "data_id": data_id}, tmp)
-    os.replace(tmp, os.path.join(out_dir, STATE_FILE))
+    save_state(os.path.join(out_dir, STATE_FILE),
+               {"optimizer": opt.state_dict(), "step": step, "rng": rng.getstate(), "data_id": data_id})
 

@@ -31,10 +31,12 @@ import torch
 
 from plan_stack.config import param, validate
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.training.checkpoints import check_resume, load_state, save_state
 from plan_stack.planning.training.data_parallel import Ranks, run_ranks
+from plan_stack.planning.training.schedule import WarmupCosine
 
 __all__ = ["TargetTrainConfig", "TrainItem", "SharedSelection", "LocateHead", "locate_loss", "collate", "augment",
-           "train_target", "check_resume", "response_loss", "STATE_FILE", "BEST_DIR"]
+           "train_target", "response_loss", "STATE_FILE", "BEST_DIR"]
 
 STATE_FILE = "target_state.pt"
 BEST_DIR = "best"
@@ -200,22 +202,6 @@ def response_loss(logits: torch.Tensor, labels: torch.Tensor, coord_ids: torch.T
     return nll.mean()
 
 
-def _lr_at(step: int, cfg: TargetTrainConfig) -> float:
-    warm = max(1, int(cfg.warmup_frac * cfg.steps))
-    if step < warm:
-        return cfg.lr * (step + 1) / warm
-    progress = (step - warm) / max(1, cfg.steps - warm)
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
-
-
-def check_resume(saved: dict | None, current: dict | None, force: bool, what: str = "checkpoint") -> None:
-    """Refuse to resume onto another data set (PlanningError naming both) unless `force`."""
-    if force or saved == current:
-        return
-    raise PlanningError(f"{what} was trained on data {saved} but the data now is {current}; "
-                        "resume with the same episodes, start a new output directory, or force the resume")
-
-
 def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig, out_dir: str | os.PathLike,
                  *, data_id: dict | None = None, resume: bool = False, force_resume: bool = False,
                  evaluate: Callable[[Any], float] | SharedSelection | None = None, progress: bool = False,
@@ -256,6 +242,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     trained = [p for _, p in params]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, cfg.beta2))
+    schedule = WarmupCosine.warmup_fraction(cfg.lr, cfg.steps, cfg.warmup_frac)
     from plan_stack.planning import vocab as V
 
     coord_ids = torch.tensor(model.target.tokenizer.convert_tokens_to_ids(list(V.COORD_TOKENS)), dtype=torch.long)
@@ -263,7 +250,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     step0, best, best_step, elapsed0 = 0, math.inf, -1, 0.0
     order: list[int] = []
     if resume and os.path.isfile(state_path):
-        state = torch.load(state_path, weights_only=False, map_location="cpu")
+        state = load_state(state_path)
         check_resume(state.get("data_id"), data_id, force_resume, f"{state_path}")
         net.load_state_dict(state["model"])
         if head is not None:
@@ -287,14 +274,12 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
         bar = tqdm(total=cfg.steps, initial=step0, desc="train-target", unit="step", mininterval=5.0)
     t_start = time.monotonic()
 
-    def save_state(done: int) -> None:
-        tmp = state_path + ".tmp"
-        torch.save({"model": net.state_dict(), "locate_head": head.state_dict() if head is not None else None,
-                    "optimizer": opt.state_dict(), "step": done, "best": best,
-                    "best_step": best_step, "rng": rng.getstate(), "nrng": nrng.bit_generator.state,
-                    "torch_rng": torch.get_rng_state(), "order": order, "data_id": data_id,
-                    "minutes": (elapsed0 + time.monotonic() - t_start) / 60}, tmp)
-        os.replace(tmp, state_path)
+    def checkpoint(done: int) -> None:
+        save_state(state_path, {
+            "model": net.state_dict(), "locate_head": head.state_dict() if head is not None else None,
+            "optimizer": opt.state_dict(), "step": done, "best": best, "best_step": best_step, "rng": rng.getstate(),
+            "nrng": nrng.bit_generator.state, "torch_rng": torch.get_rng_state(), "order": order,
+            "data_id": data_id, "minutes": (elapsed0 + time.monotonic() - t_start) / 60})
 
     def run_eval(done: int, where: Ranks) -> None:
         """Every rank takes part in a shared selection; otherwise rank 0 alone, with the others' threads."""
@@ -327,8 +312,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
                 rng.shuffle(fresh)
                 order += fresh
             idx, order = order[:cfg.batch_size], order[cfg.batch_size:]
-            for group in opt.param_groups:
-                group["lr"] = _lr_at(step, cfg)
+            schedule.apply(opt, step)
             chosen = [items[i] for i in where.share(idx)]
             aug = (nrng if where.world == 1 else np.random.default_rng((cfg.seed, step, where.rank))) \
                 if cfg.augment else None
@@ -365,7 +349,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
             if not where.lead:
                 continue
             if done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
-                save_state(done)
+                checkpoint(done)
 
     run_ranks(ranks if step0 < cfg.steps else 1, loop)  # nothing left to train: no ranks to fork
     if bar is not None:
