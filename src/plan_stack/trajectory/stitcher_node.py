@@ -35,9 +35,10 @@ from plan_stack.ros.repeats import RepeatFilter
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.ros.trajectory import header_stamp_ns, trajectory_from_cdr, trajectory_to_cdr, trajectory_to_msg
 from plan_stack.stamps import s_to_ns
+from plan_stack.trajectory.alignment import Chunk, ChunkError
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
+from plan_stack.trajectory.stitching import Stitcher, StitchStatus
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
