@@ -86,9 +86,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     import numpy as np
     import torch
 
-    from plan_stack.planning.decoding import DECODERS, Decoder, DecoderConfig
+    from plan_stack.planning.decoders import DECODINGS, DecoderConfig
+    from plan_stack.planning.decoding import Decoder
     from plan_stack.planning.drafter import new_drafter, num_params
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
     from plan_stack.planning.tool_call import tool_call_text
 
     torch.set_num_threads(args.threads)
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 prefix = target.tokenizer.encode(tool_call_text(block) + start, add_special_tokens=False)
                 budget = len(prefix) + block - 1  # stop right after the primitive
             group = {}
-            for decoder in DECODERS:
+            for decoder in DECODINGS:
                 if args.device == "cuda":
                     torch.cuda.reset_peak_memory_stats()
                 times: dict[str, list[float]] = {v: [] for v in steps}

@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     from plan_stack.engines import export as E
     from plan_stack.paths import find_data
     from plan_stack.planning.drafter import new_drafter
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     torch.set_num_threads(args.threads)
     rows: list[dict] = []

@@ -77,7 +77,7 @@ def _random_model(args, workdir):
     from plan_stack.planning import layouts as L
     from plan_stack.planning.drafter import new_drafter
     from plan_stack.planning.model_dir import save_planner_model
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
     from plan_stack.planning.tool_call import tool_call_text
 
     target = tiny_target("vl", seed=0, **SIZES[args.size])
@@ -115,6 +115,7 @@ def _rows(name, load, prefix, args, window=None, frames=None):
     """
     import numpy as np
 
+    from plan_stack.config import ConfigError
     from plan_stack.planning.runtime import FrameInput, PlannerRuntime, RuntimeConfig
 
     window = window or args.window
@@ -122,11 +123,14 @@ def _rows(name, load, prefix, args, window=None, frames=None):
     for streaming in (True, False):
         for decoder in args.decoders:
             model = load()  # own target: streaming frame caches must not evict each other
-            if decoder != "ar" and model.drafter is None:
-                print(f"# {name}: {decoder} skipped (no drafter in the model directory)", file=sys.stderr)
+            try:
+                rt = PlannerRuntime(model, RuntimeConfig(decoder=decoder, streaming=streaming,
+                                                         history_frames=window, response_prefix=prefix))
+            except ConfigError as exc:
+                if not str(exc).startswith("decoder:"):  # not a decoder that needs a drafter the model lacks
+                    raise
+                print(f"# {name}: {decoder} skipped ({exc})", file=sys.stderr)
                 continue
-            rt = PlannerRuntime(model, RuntimeConfig(decoder=decoder, streaming=streaming, history_frames=window,
-                                                     response_prefix=prefix))
             configs.append((decoder, streaming, rt, []))
     model = configs[0][2].model
     w, h = model.image_size
@@ -226,6 +230,8 @@ def _prefill_rows(name, load, args):
 
 
 def main(argv=None) -> int:
+    from plan_stack.planning.decoders import DECODINGS
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--robot", default="aloha",
                     help="shipped model(s) to measure, comma-separated: models/<robot> (each skipped if absent)")
@@ -243,7 +249,7 @@ def main(argv=None) -> int:
                     "out/data/{robot}/heldout) instead of random pixels")
     ap.add_argument("--steps", type=int, default=5, help="timed plans per row")
     ap.add_argument("--warmup", type=int, default=1, help="untimed plans after the window is full")
-    ap.add_argument("--decoders", default="ar,dflash,vflash")
+    ap.add_argument("--decoders", default=",".join(DECODINGS))
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--skip-random", action="store_true", help="measure the shipped model only")
     ap.add_argument("--prefill-reps", type=int, default=8, help="timed prefills per mode in the prefill table")

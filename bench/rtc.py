@@ -59,8 +59,9 @@ from plan_stack.actions.head import HeadConfig, load_checkpoint  # noqa: E402
 from plan_stack.actions.offline import rollout, seam_metrics  # noqa: E402
 from plan_stack.actions.policy import ChunkPolicy  # noqa: E402
 from plan_stack.actions.train import HeadTrainConfig, train  # noqa: E402
+from plan_stack.trajectory.alignment import Chunk, ChunkError  # noqa: E402
 from plan_stack.trajectory.config import StitcherConfig  # noqa: E402
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher  # noqa: E402
+from plan_stack.trajectory.stitching import Stitcher  # noqa: E402
 
 METHODS = ("naive", "hard_prefix", "training_time", "test_time_vjp", "test_time_direct")
 COLUMNS = ("method", "stage", "delay_steps", "seam_jump_pos", "seam_jump_vel", "jerk_rms", "tracking_rmse",

@@ -34,10 +34,12 @@ import time
 
 import numpy as np
 import stitch_binding  # bench/stitch_binding.py: workloads where bounds bind, the reference design rebuilt
+import stitch_nodes  # bench/stitch_nodes.py: the stitcher's node over DDS, its bridge's decisions
 from report import add_json_option, report, write_json  # bench/report.py: shared table + JSON output
 
+from plan_stack.trajectory.alignment import Chunk
 from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.stitching import Chunk, Stitcher, StitchStatus
+from plan_stack.trajectory.stitching import Stitcher, StitchStatus
 
 COLUMNS = ["backend", "mode", "dof", "horizon", "median_ms", "p99_ms", "min_ms", "rms_error", "max_v_ratio",
            "max_a_ratio", "max_j_ratio", "seam_jump_pos", "seam_jump_vel", "seam_jump_acc", "violations", "fallbacks",
@@ -168,7 +170,7 @@ def main(argv=None) -> int:
                    help="each case's calls are split into this many rounds, interleaved with the other cases")
     p.add_argument("--suite", choices=["easy", "binding", "bridge", "dds", "all"], default="all",
                    help="easy: the sinusoid table above; binding: workloads where bounds bind; bridge: stitcher + the "
-                        "bridge's decisions in one process, refusals counted (stitch_binding.py)")
+                        "bridge's decisions in one process, refusals counted (stitch_nodes.py)")
     p.add_argument("--dds-chunks", type=int, default=100, help="chunks sent over DDS (suite dds)")
     p.add_argument("--bridge-chunks", type=int, default=300,
                    help="chunks per robot, seed and delay stitched and handed to the bridge (suite bridge)")
@@ -188,8 +190,8 @@ def main(argv=None) -> int:
     ok = True
     all_rows: list[dict] = []
     if args.suite in ("dds", "all"):
-        rows = stitch_binding.run_dds(n_chunks=args.dds_chunks, seed=args.seed)
-        report(rows, stitch_binding.DDS_COLUMNS, "", {k: ".3f" for k in stitch_binding.DDS_COLUMNS[4:-1]})
+        rows = stitch_nodes.run_dds(n_chunks=args.dds_chunks, seed=args.seed)
+        report(rows, stitch_nodes.DDS_COLUMNS, "", {k: ".3f" for k in stitch_nodes.DDS_COLUMNS[4:-1]})
         all_rows += rows
         ok = all(r["received"] == r["chunks"] for r in rows)
         if args.suite == "dds":
@@ -198,9 +200,9 @@ def main(argv=None) -> int:
             return 0 if ok else 1
         print()
     if args.suite in ("bridge", "all"):
-        rows = stitch_binding.run_bridge(n_chunks=args.bridge_chunks, delays_ms=tuple(args.bridge_delays_ms),
+        rows = stitch_nodes.run_bridge(n_chunks=args.bridge_chunks, delays_ms=tuple(args.bridge_delays_ms),
                                          late_joins_s=tuple(args.late_join_s))
-        report(rows, stitch_binding.BRIDGE_COLUMNS, "", {"delay_max_ms": ".0f"})
+        report(rows, stitch_nodes.BRIDGE_COLUMNS, "", {"delay_max_ms": ".0f"})
         all_rows += rows
         ok = all(r["refused"] == 0 and r["failed"] == 0 for r in rows)
         if args.suite == "bridge":

@@ -60,13 +60,20 @@ def _checks_module(root: pathlib.Path) -> str:
     return "trajectory.checks" if moved.is_file() else "embodiments.validation"
 
 
+def _chunk_module(root: pathlib.Path) -> str:
+    """Where the baseline keeps `Chunk` (revisions before the stitcher's split: trajectory.stitching)."""
+    moved = root / "plan_stack_base" / "trajectory" / "alignment.py"
+    return "trajectory.alignment" if moved.is_file() else "trajectory.stitching"
+
+
 class Pair:
     """One (workload, backend, dof) row: the baseline's and the new stitcher on the same chunks."""
 
     def __init__(self, base_pkg, workload: str, backend: str, dof: int, H: int, seed: int) -> None:
         from plan_stack.trajectory.checks import check_trajectory
         from plan_stack.trajectory.config import StitcherConfig
-        from plan_stack.trajectory.stitching import Stitcher, accept_limits
+        from plan_stack.trajectory.stitch_limits import accept_limits
+        from plan_stack.trajectory.stitching import Stitcher
 
         self.workload, self.backend, self.dof = workload, backend, dof
         names, discrete = sb.names_for(dof)
@@ -82,7 +89,7 @@ class Pair:
         self.base.prepare(H)
         self.check_new, self.check_base = check_trajectory, base_pkg.checks.check_trajectory
         self.accept = accept_limits(self.new.cfg)
-        self.base_chunk = base_pkg.stitching.Chunk
+        self.base_chunk = base_pkg.chunks.Chunk
         self.t_base: list[float] = []
         self.t_new: list[float] = []
         self.diff = 0.0
@@ -167,7 +174,8 @@ def main(argv=None) -> int:
         sys.path.insert(0, tmp)
         base = argparse.Namespace(**{name: importlib.import_module(f"plan_stack_base.{mod}") for name, mod in
                                      (("stitching", "trajectory.stitching"), ("config", "trajectory.config"),
-                                      ("checks", _checks_module(pathlib.Path(tmp))))})
+                                      ("checks", _checks_module(pathlib.Path(tmp))),
+                                      ("chunks", _chunk_module(pathlib.Path(tmp))))})
         pairs = [Pair(base, w, b, d, args.horizon, args.seed) for d in args.dof for w in args.workloads
                  for b in args.backends if not (b == "ruckig" and w in ("offset", "tight", "infeasible"))]
         for pair in pairs:

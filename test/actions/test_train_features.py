@@ -14,7 +14,7 @@ def test_teacher_forced_features_equal_the_decoders_plan_features():
     from plan_stack.data.episodes import Keyframe
     from plan_stack.planning.model_dir import PlannerModel
     from plan_stack.planning.samples import make_sample
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
     from plan_stack.robots import profile
 
     target = tiny_target("vl", layers=2, seed=4)

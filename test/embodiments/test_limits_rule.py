@@ -10,7 +10,7 @@ from plan_stack.robot_config import config_dir, load_robot_config
 from plan_stack.robots import profile_of_bridge
 from plan_stack.trajectory.config import StitcherConfig
 from plan_stack.trajectory.limits import LimitRule
-from plan_stack.trajectory.stitching import joint_columns, limits_from_config
+from plan_stack.trajectory.stitch_limits import joint_columns, limits_from_config
 
 CONFIGS = sorted(p.stem for p in config_dir().glob("*.yaml"))
 

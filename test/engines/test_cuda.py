@@ -93,7 +93,7 @@ def test_training_commands_run_on_cuda(tmp_path):
 def test_target_training_with_the_localisation_loss_runs_on_cuda(tmp_path):
     """`plan-stack train --device cuda`'s target stage: batches follow the model, the loss falls."""
     from plan_stack.planning.model_dir import PlannerModel
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
     from plan_stack.planning.training.target import TargetTrainConfig, TrainItem, train_target
 
     model = PlannerModel("unsaved", tiny_target("vl", layers=2, vision_patch=8, seed=5), None,

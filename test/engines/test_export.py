@@ -31,7 +31,7 @@ def head():
 @pytest.fixture(scope="module")
 def vl():
     from plan_stack.planning.drafter import new_drafter
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     target = tiny_target("vl", layers=3, seed=3)
     torch.manual_seed(1)
@@ -99,7 +99,8 @@ def test_drafter_pass_parity_per_block_size_and_torch_fallback_counted(tmp_path,
 
 def test_vflash_decode_through_the_onnx_drafter_gives_the_same_plan(tmp_path, vl):
     from plan_stack.planning import layouts as L
-    from plan_stack.planning.decoding import Decoder, DecoderConfig
+    from plan_stack.planning.decoders import DecoderConfig
+    from plan_stack.planning.decoding import Decoder
     from plan_stack.planning.tool_call import tool_call_text
 
     target, drafter = vl

@@ -14,7 +14,7 @@ def test_exports_the_robots_action_head_and_a_planner_model(tmp_path):
     from plan_stack.planning import layouts as L
     from plan_stack.planning.drafter import new_drafter
     from plan_stack.planning.model_dir import save_planner_model
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     target = tiny_target("vl", layers=3, seed=4)
     torch.manual_seed(0)

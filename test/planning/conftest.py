@@ -17,14 +17,14 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def text_target(tokenizer):
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     return tiny_target("text", layers=3, tokenizer=tokenizer, seed=1)
 
 
 @pytest.fixture(scope="session")
 def vl_target(tokenizer):
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     return tiny_target("vl", layers=3, tokenizer=tokenizer, seed=2)
 

@@ -80,16 +80,30 @@ def test_decoder_uses_the_manifest_ranges_and_gate(tmp_path, vl_target):
 
 def test_the_text_block_is_the_configs_else_the_manifests_else_the_drafters(tmp_path, vl_target):
     from plan_stack.config import ConfigError
-    from plan_stack.planning.decoding import DEFAULT_TEXT_BLOCK, DecoderConfig
+    from plan_stack.planning.decoders import DEFAULT_TEXT_BLOCK, DecoderConfig
 
     save_planner_model(tmp_path / "m", vl_target, None, {"text_block": 17})
     model = load_planner_model(tmp_path / "m")
     assert model.decoder().text_block == 17
-    assert model.decoder(DecoderConfig(text_block=20)).text_block == 20
+    assert model.decoder(DecoderConfig(decoder="ar", text_block=20)).text_block == 20
     save_planner_model(tmp_path / "n", vl_target, None, {})
     assert load_planner_model(tmp_path / "n").decoder().text_block == DEFAULT_TEXT_BLOCK  # no drafter to ask
     with pytest.raises(ConfigError, match="text_block"):
         DecoderConfig(text_block=1)
+
+
+def test_a_decoding_that_needs_a_drafter_is_refused_when_the_directory_has_none(tmp_path, vl_target):
+    from plan_stack.config import ConfigError
+    from plan_stack.planning.decoders import DecoderConfig
+
+    save_planner_model(tmp_path / "m", vl_target, None, {})
+    model = load_planner_model(tmp_path / "m")
+    assert model.decoder().config.decoder == "ar"  # the default: the best decoding the directory has
+    with pytest.raises(ConfigError, match="^decoder: 'vflash' needs a drafter, and the model directory has none"):
+        model.decoder(DecoderConfig())
+    with pytest.raises(ConfigError, match="^decoder: 'dflash' needs a drafter"):
+        model.decoder(DecoderConfig(decoder="ar"), decodings=["ar", "dflash"])  # those generate will be asked for
+    assert model.decoder(DecoderConfig(), decodings=["ar"]).config.decoder == "vflash"
 
 
 def test_bad_coordinate_ranges_are_refused(tmp_path):

@@ -17,7 +17,7 @@ from plan_stack.robots import profile
 def tiny_model():
     """An in-memory PlannerModel (random tiny VL target) with ALOHA-like coordinate ranges."""
     from plan_stack.planning.model_dir import PlannerModel
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     target = tiny_target("vl", layers=2, seed=3)
     manifest = {"cameras": ["cam_high"], "image_size": [32, 32], "history_frames": 1, "instruction": "do it",

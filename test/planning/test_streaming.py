@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from plan_stack.planning.decoding import Decoder, DecoderConfig
+from plan_stack.planning.decoders import DecoderConfig
+from plan_stack.planning.decoding import Decoder
 from plan_stack.planning.errors import PlanningError
 
 #: float32 tolerance of the streamed step against the fresh prefill (observed ~2e-7: re-rotated keys)

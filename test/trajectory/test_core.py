@@ -144,8 +144,9 @@ def test_peek_has_no_side_effects():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from plan_stack.trajectory.alignment import Chunk  # noqa: E402
 from plan_stack.trajectory.config import StitcherConfig  # noqa: E402
-from plan_stack.trajectory.stitching import Chunk, Stitcher  # noqa: E402
+from plan_stack.trajectory.stitching import Stitcher  # noqa: E402
 
 _T0 = 7.0  # execution timeline offset (a non-zero stamp: zero means "now" to a controller)
 

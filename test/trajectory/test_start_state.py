@@ -8,10 +8,11 @@ import pytest
 
 from plan_stack.config import ConfigError
 from plan_stack.stamps import s_to_ns
+from plan_stack.trajectory.alignment import Chunk, ChunkError
 from plan_stack.trajectory.config import InitialState, StitcherConfig, StitcherNodeConfig
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
 from plan_stack.trajectory.start_state import ACK_HISTORY, Anchor, StartState
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher
+from plan_stack.trajectory.stitching import Stitcher
 
 NAMES = ("j0", "j1", "j2", "grip")
 DT = 0.02

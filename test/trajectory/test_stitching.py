@@ -7,11 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plan_stack.config import ConfigError
+from plan_stack.trajectory.alignment import Chunk, ChunkError
 from plan_stack.trajectory.checks import check_trajectory
 from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.core import Reference
+from plan_stack.trajectory.core import Reference, Trajectory
 from plan_stack.trajectory.limits import check_limits
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus, Trajectory
+from plan_stack.trajectory.stitching import Stitcher, StitchStatus
 
 NAMES = ("j0", "j1", "j2", "grip")
 DT = 0.02
@@ -165,15 +166,6 @@ def test_process_is_validate_align_solve():
     assert s.active is parts.trajectory
 
 
-def test_flat_layout_and_shape_errors():
-    c = Chunk.from_flat(1.0, NAMES, DT, 2, list(range(8)))
-    assert c.positions.shape == (2, 4) and c.positions[1, 0] == 4
-    with pytest.raises(ChunkError, match="^shape"):
-        Chunk.from_flat(1.0, NAMES, DT, 3, list(range(8)))
-    with pytest.raises(ChunkError, match="^joint_names"):
-        Chunk.from_flat(1.0, (), DT, 0, [])
-
-
 def test_first_chunk_needs_a_state():
     with pytest.raises(ChunkError, match="^no_state"):
         Stitcher(_cfg()).process(Chunk(0.0, NAMES, DT, _ref()), 0.0)
@@ -279,13 +271,6 @@ def test_trajectory_sampling_is_exact_on_cubic_segments():
 def test_config_validation(kw, match):
     with pytest.raises(ConfigError, match=f"^{match}"):
         _cfg(**kw)
-
-
-def test_per_joint_limits_accept_all_or_continuous_lengths():
-    s_all = Stitcher(_cfg(v_max=(1.0, 2.0, 3.0, 99.0)))
-    s_cont = Stitcher(_cfg(v_max=(1.0, 2.0, 3.0)))
-    np.testing.assert_array_equal(s_all.limits.v_max, [1.0, 2.0, 3.0])
-    np.testing.assert_array_equal(s_cont.limits.v_max, [1.0, 2.0, 3.0])
 
 
 def test_prepare_builds_every_shape_a_chunk_can_need():

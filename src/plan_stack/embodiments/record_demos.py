@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from plan_stack.embodiments import registry
+from plan_stack.planning.decoders import DECODINGS
 from plan_stack.robots import PROFILES, profile, robot_names
 
 #: record-demos option -> the recorder options field it sets (for the robots whose recorder has it).
@@ -61,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="drive only: on-policy demonstrations (DAgger): this planner model directory (a path "
                              "or a name under models/) drives through the drive bridge, the expert labels each "
                              "keyframe with its path from there; the episode ends at the road's edge")
-    parser.add_argument("--policy-decoder", default=None, choices=("ar", "dflash", "vflash"),
+    parser.add_argument("--policy-decoder", default=None, choices=DECODINGS,
                         help="drive only: the policy's decoder (default vflash)")
     parser.add_argument("--policy-latency", type=float, default=None, metavar="S",
                         help="drive only: s from an image to its plan reaching the bridge (default 0.3, the "

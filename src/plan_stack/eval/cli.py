@@ -27,12 +27,14 @@ from typing import Any
 
 import yaml
 
+from plan_stack.planning.decoders import DECODINGS
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bags", nargs="*", metavar="BAG", help="rosbag2 bag folders to replay")
     parser.add_argument("--out", help="output directory")
     parser.add_argument("--robot", default=None, help="robot config (default: from the bag's annotation)")
-    parser.add_argument("--decoder", choices=("ar", "dflash", "vflash"), default=None,
+    parser.add_argument("--decoder", choices=DECODINGS, default=None,
                         help="planner decoder (default: the robot config's)")
     parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default=None,
                         help="where the planner and chunker run their models (default: the robot config's)")

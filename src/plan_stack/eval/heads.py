@@ -84,7 +84,7 @@ class LivePlanner:
         from plan_stack.embodiments.aloha.sim import CameraRenderer
 
         self.model, self.decoder_name, self.camera, self.camera_size = model, decoder, camera, camera_size
-        self.decoder = model.decoder(None)
+        self.decoder = model.decoder(None, decodings=[decoder])
         self.renderer = CameraRenderer(sim, camera_size[0], camera_size[1], (camera,))
         self.instruction = instruction or model.manifest["instruction"]
 

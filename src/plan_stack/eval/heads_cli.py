@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+from plan_stack.planning.decoders import DECODINGS
 from plan_stack.robots import profile
 
 
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="latency in control periods: a chunk runs from its row N on, N periods after its "
                              "query (default 0)")
     parser.add_argument("--episode-s", type=float, default=10.0, help="sim seconds per episode (default 10)")
-    parser.add_argument("--plans", default="annotated", choices=["annotated", "ar", "dflash", "vflash"],
+    parser.add_argument("--plans", default="annotated", choices=["annotated", *DECODINGS],
                         help="plan source: the annotated plans, or the planner decoding the live image")
     parser.add_argument("--replan-steps", type=int, default=25,
                         help="live plans: control periods between plans (default 25: the planner's 0.5 s)")

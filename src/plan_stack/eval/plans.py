@@ -188,7 +188,7 @@ class Scorer:
 def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: LearningSpec, decoders: Sequence[str] = ("ar",),
              blind: dict | None = None, config: Any = None, progress: bool = False) -> list[dict]:
     """One row per decoder (+ `blind` first when a baseline is given); speed-ups are against `ar`."""
-    dec = model.decoder(config)
+    dec = model.decoder(config, decodings=decoders)
     scorers = {d: Scorer(d, spec.arms, spec.box_objects) for d in decoders}
     tokens: dict[str, list[tuple[int, ...]]] = collections.defaultdict(list)
     rows = []
@@ -227,7 +227,7 @@ def evaluate(model: Any, keyframes: Sequence[Keyframe], spec: LearningSpec, deco
 def predictions_for(model: Any, keyframes: Sequence[Keyframe], spec: LearningSpec, decoder: str = "ar",
                     config: Any = None) -> list[Prediction]:
     """One decoder's prediction for each of `keyframes`."""
-    dec = model.decoder(config)
+    dec = model.decoder(config, decodings=[decoder])
     return [prediction_from_result(dec.generate(model.encode(kf.instruction, [kf.images]), decoder=decoder,
                                                 image_size=kf.camera_size), spec) for kf in keyframes]
 

@@ -23,10 +23,12 @@ from plan_stack.robots import profile, robot_names
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from plan_stack.planning.decoders import DECODINGS
+
     parser.add_argument("--robot", required=True, choices=robot_names())
     parser.add_argument("--demos", required=True, help="directory of recorded episodes (record-demos --out)")
     parser.add_argument("--model", default=None, help="planner model directory (default: the shipped models/<robot>)")
-    parser.add_argument("--decoders", default="ar,dflash,vflash", help="comma-separated: ar, dflash, vflash")
+    parser.add_argument("--decoders", default=",".join(DECODINGS), help=f"comma-separated: {', '.join(DECODINGS)}")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     parser.add_argument("--episodes", type=int, default=None, help="use only the first N episodes")
     parser.add_argument("--no-gate", action="store_true", help="VFlash with the schema-only gate (no geometry)")
@@ -74,15 +76,15 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.data.episodes import data_fingerprint, load_keyframes
     from plan_stack.eval import plans as EV
     from plan_stack.paths import find_data
-    from plan_stack.planning.decoding import DECODERS, DecoderConfig
+    from plan_stack.planning.decoders import DECODINGS, DecoderConfig
     from plan_stack.planning.errors import PlanningError
     from plan_stack.planning.model_dir import load_planner_model
 
     torch.set_num_threads(args.threads)
     decoders = [d.strip() for d in args.decoders.split(",") if d.strip()]
-    bad = [d for d in decoders if d not in DECODERS]
+    bad = [d for d in decoders if d not in DECODINGS]
     if bad or not decoders:
-        print(f"eval-plans: --decoders must name some of {DECODERS}, got {args.decoders!r}", file=sys.stderr)
+        print(f"eval-plans: --decoders must name some of {DECODINGS}, got {args.decoders!r}", file=sys.stderr)
         return 2
     spec = profile(args.robot).learning
     try:
@@ -92,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
         model.target.model.to(placement.device)
         if model.drafter is not None:
             model.drafter.to(placement.device)
-        if model.drafter is None and any(d != "ar" for d in decoders):
-            raise PlanningError(f"{path}: no drafter/, only the ar decoder is available")
+        cfg = DecoderConfig(budget=int(model.manifest["budget"]))
+        model.decoder(cfg, decodings=decoders)  # refuses a decoder that needs a drafter the model lacks
         keyframes = load_keyframes(args.demos, spec, model.required_image_size(), limit=args.episodes, progress=True)
     except EngineError as exc:
         print(f"eval-plans: {exc}", file=sys.stderr)
@@ -106,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     blind_file = os.path.join(path, "blind_baseline.json")
     blind = json.load(open(blind_file, encoding="utf-8")) if os.path.isfile(blind_file) else None
-    cfg = DecoderConfig(budget=int(model.manifest["budget"]))
     if args.no_gate:
         model.manifest = {**model.manifest, "workspace": {}, "gate_max_step_m": 0.0,
                           "gate_max_step_change_m": 0.0}
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             "train_seed_overlap": len(overlap), "device": str(placement.device),
             "dtype": str(placement.dtype).removeprefix("torch."),
             "gate": "schema" if args.no_gate else "schema+geometry",
-            "decoder_config": dataclasses.asdict(model.decoder(cfg).config)}
+            "decoder_config": dataclasses.asdict(model.decoder(cfg, decodings=decoders).config)}
     if overlap:
         print(f"eval-plans: WARNING: {len(overlap)} episode seeds were training seeds", file=sys.stderr)
     mismatch = recording_mismatch(model.manifest, keyframes)

@@ -45,7 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from plan_stack.config import ConfigError
 from plan_stack.manifests import read_json_manifest
+from plan_stack.planning.decoders import DecoderConfig, Decoding
 from plan_stack.planning.errors import PlanningError
 
 __all__ = ["MANIFEST", "PlannerModel", "prompt_text", "load_planner_model", "save_planner_model",
@@ -129,16 +131,29 @@ class PlannerModel:
 
         return merge_ranges(self.manifest.get("coordinate_ranges") or {})
 
-    def decoder(self, config: Any = None) -> Any:
+    def decoder(self, config: DecoderConfig | None = None, decodings: Sequence[str] | None = None) -> Any:
         """A `planning.decoding.Decoder` over this target and drafter, decoding with the model's
         coordinate ranges, plausibility gate and text block (the manifest's `gate_max_step_m`,
-        `gate_max_step_change_m` and `text_block` apply where `config` leaves them at 0)."""
+        `gate_max_step_change_m` and `text_block` apply where `config` leaves them at 0).
+
+        `config` None: the manifest's budget, and VFlash (AR when the directory has no drafter).
+        `decodings`: the decodings its `generate` will be asked for (default: the config's). This is where
+        the drafter requirement is checked: a decoding that needs a drafter, from a directory without
+        drafter/, is a ConfigError naming `decoder`."""
         import dataclasses as dc
 
-        from plan_stack.planning.decoding import Decoder, DecoderConfig
+        from plan_stack.planning.decoding import ALGORITHMS, Decoder
 
         m = {**_DEFAULTS, **self.manifest}  # an in-memory manifest (training) may leave keys out
-        config = config or DecoderConfig(budget=int(m["budget"]))
+        if config is None:
+            config = DecoderConfig(decoder=Decoding.AR if self.drafter is None else Decoding.VFLASH,
+                                   budget=int(m["budget"]))
+        if self.drafter is None:
+            for name in (config.decoder,) if decodings is None else decodings:
+                decoding = Decoding(name)
+                if ALGORITHMS[decoding].drafts:
+                    raise ConfigError(f"decoder: {decoding.value!r} needs a drafter, and the model directory has "
+                                      "none (use ar)")
         for key in ("gate_max_step_m", "gate_max_step_change_m", "text_block"):
             value = m[key] or 0
             if value > 0 and getattr(config, key) == 0:
@@ -155,7 +170,7 @@ class PlannerModel:
 def load_planner_model(path: str | os.PathLike, *, dtype: Any = None) -> PlannerModel:
     """Load target (+ drafter when present) and manifest from a local directory, offline."""
     from plan_stack.planning.drafter import load_drafter
-    from plan_stack.planning.target import load_target
+    from plan_stack.planning.target_build import load_target
 
     root = Path(path)
     if not root.is_dir():
@@ -169,7 +184,7 @@ def load_planner_model(path: str | os.PathLike, *, dtype: Any = None) -> Planner
 def save_planner_model(path: str | os.PathLike, target: Any, drafter: Any, manifest: dict[str, Any]) -> Path:
     """Write target/, drafter/ (when given) and manifest.json; returns the directory."""
     from plan_stack.planning.drafter import save_drafter
-    from plan_stack.planning.target import save_target
+    from plan_stack.planning.target_build import save_target
 
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)

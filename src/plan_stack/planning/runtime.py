@@ -36,7 +36,7 @@ import numpy as np
 
 from plan_stack.config import ConfigError, param, validate
 from plan_stack.planning import layouts as L
-from plan_stack.planning.decoding import DECODERS, DecoderConfig
+from plan_stack.planning.decoders import DecoderChoice, DecoderConfig
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.fields import PrimitiveFields
 from plan_stack.planning.model_dir import PlannerModel, prompt_text
@@ -60,10 +60,13 @@ class MalformedObservation(PlanningError):
 
 
 @dataclasses.dataclass(frozen=True)
-class RuntimeConfig:
-    """What to plan and how; zero / empty values take the model manifest's."""
+class RuntimeConfig(DecoderChoice):
+    """What to plan and how; zero / empty values take the model manifest's.
 
-    decoder: str = param("decoding algorithm", "vflash", choices=DECODERS)
+    Its fields are the planner node's parameters, the first of them `decoder`, declared once in
+    `decoders.DecoderChoice` and shared with `DecoderConfig` (the runtime builds the decoder's config from it,
+    the model's budget and the manifest's frame)."""
+
     primitive_kinds: tuple[str, ...] = param(
         "Primitive.kind values to publish (empty: all the model emits)", (), choices=MESSAGE_KINDS)
     instruction: str = param("instruction when the observation and the request carry none (empty: the "
@@ -151,18 +154,15 @@ class PlannerRuntime:
                               f"{sorted(L.KINDS)}")
         self.emitted_kinds = emitted or set(MESSAGE_KINDS)
         self.kinds = self.check_kinds(cfg.primitive_kinds)
-        if cfg.decoder != "ar" and model.drafter is None:
-            raise ConfigError(f"decoder: {cfg.decoder!r} needs a drafter, and the model directory has none "
-                              "(use ar)")
         self.streaming = bool(cfg.streaming and self.cameras)
         try:
             frame = str(manifest.get("frame_id") or "")  # the frame the model's metric points are in
             dcfg = DecoderConfig(decoder=cfg.decoder, budget=self.budget)
             if frame:
                 dcfg = dataclasses.replace(dcfg, robot_frame_id=frame, drive_frame_id=frame)
-            self.decoder = model.decoder(dcfg)
         except ConfigError as exc:
             raise ConfigError(f"budget: {exc}") from None
+        self.decoder = model.decoder(dcfg)  # ConfigError naming `decoder` when it needs a drafter the model lacks
         self.prefix = model.target.tokenizer.encode(cfg.response_prefix, add_special_tokens=False)
         if len(self.prefix) >= self.budget:
             raise ConfigError(f"response_prefix: {len(self.prefix)} tokens leave no room in the budget "

@@ -15,31 +15,29 @@ deal with token ids:
 * every forward returns the logits, the concatenated hidden states of the
   drafter's feature layers and the last hidden state (plan features);
 * the prefill's text part and the steps after it (`forward`) run the model's
-  own text layers and weights directly (`_direct_prompt`, `_direct_forward`)
-  instead of through the model's `forward`: a decode step is a few tokens
+  own text layers and weights directly (`_direct_prompt`, `_direct_forward`,
+  `text_stack.run_layers`) instead of through the model's `forward`: a decode step is a few tokens
   through a few small layers, and transformers' per-call machinery (masks,
   output capture, kwargs plumbing) was half of it. Same operations in the
   same order (image embeddings and deepstack features as the model adds
   them): tests compare every output with the model's forward, to the bit on
   CPU float32. The vision tower and `get_rope_index` stay the model's.
 
-Nothing here imports ROS. Loading sets HF_HUB_OFFLINE=1 and only reads local
-directories.
+Nothing here imports ROS. Loading, saving and building a target: `target_build`.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from plan_stack.planning import vocab as V
 from plan_stack.planning.errors import PlanningError
+from plan_stack.planning.text_stack import direct_layers, rotate_half, run_layers
 
 if TYPE_CHECKING:
     from transformers import DynamicCache
@@ -160,8 +158,8 @@ class TargetAdapter:
         #: an exported vision encoder (`engines.runtime.EngineVision`); None: the PyTorch tower
         self.vision_encoder: Any = None
         #: decode steps run the text layers directly (`_direct_forward`); False: through the model's forward.
-        #: True only for the layer structure it knows (`_direct_layers`)
-        self._text_stack = _direct_layers(self.base, self.text_config)
+        #: True only for the layer structure it knows (`text_stack.direct_layers`)
+        self._text_stack = direct_layers(self.base, self.text_config)
         self.direct_steps = self._text_stack is not None
 
     @property
@@ -472,7 +470,7 @@ class TargetAdapter:
         """Keys [1, h, n, d] rotated by `shift` positions on every (t, h, w) axis: RoPE(p) -> RoPE(p + shift)."""
         rotary = self.base.language_model.rotary_emb
         cos, sin = rotary(keys, torch.full((3, 1, 1), shift, dtype=torch.long, device=keys.device))  # [1, 1, d]
-        return keys * cos.unsqueeze(1) + _rotate_half(keys) * sin.unsqueeze(1)
+        return keys * cos.unsqueeze(1) + rotate_half(keys) * sin.unsqueeze(1)
 
     @torch.no_grad()
     def forward(self, tokens: torch.Tensor | Sequence[int], last_logits_only: bool = False) -> StepOut:
@@ -524,36 +522,17 @@ class TargetAdapter:
                       deepstack: tuple[torch.Tensor, list[torch.Tensor]] | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """Drafter features [n, 5H] and final (normed) hidden states [n, H] of embeddings h [1, n, H] appended
-        to the cache. `mask` [n, cached + n] (bool, True = may attend, or an additive float bias); None: causal
-        over the block, which with an empty cache is the prompt (one position: everything). `deepstack`:
-        (positions [1, n] of the image tokens, features added to them after layer 0, 1, ...)."""
+        to the cache (`text_stack.run_layers`; position_ids [4, 1, n] VL / [1, n] text). `mask` [n, cached + n]
+        (bool, True = may attend, or an additive float bias); None: causal over the block, which with an empty
+        cache is the prompt (one position: everything). `deepstack`: (positions [1, n] of the image tokens,
+        features added to them after layer 0, 1, ...)."""
         lm, dev, n, past = self._text_stack, self.device, h.shape[1], self.length
         assert lm is not None and self.cache is not None  # callers checked both
         cos, sin = lm.rotary_emb(h, (position_ids[1:] if self.is_vl else position_ids).to(dev))
         cos, sin = cos[:, None], sin[:, None]  # [1, 1, n, head_dim]: broadcast over heads
-        hidden = [h]  # as `output_hidden_states`: the embeddings, then each layer's output
-        for i, layer in enumerate(lm.layers):
-            att = layer.self_attn
-            x = _rms_norm(h, layer.input_layernorm)
-            q = _rms_norm(F.linear(x, att.q_proj.weight).view(1, n, -1, att.head_dim), att.q_norm).transpose(1, 2)
-            k = _rms_norm(F.linear(x, att.k_proj.weight).view(1, n, -1, att.head_dim), att.k_norm).transpose(1, 2)
-            v = F.linear(x, att.v_proj.weight).view(1, n, -1, att.head_dim).transpose(1, 2)
-            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-            k, v = self.cache.update(k, v, i)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
-                                               scale=att.scaling, enable_gqa=q.shape[1] != k.shape[1])
-            h = h + F.linear(o.transpose(1, 2).reshape(1, n, -1), att.o_proj.weight)
-            x = _rms_norm(h, layer.post_attention_layernorm)
-            mlp = layer.mlp
-            h = h + F.linear(F.silu(F.linear(x, mlp.gate_proj.weight)) * F.linear(x, mlp.up_proj.weight),
-                             mlp.down_proj.weight)
-            hidden.append(h)  # the layer's output, before any deepstack feature (what transformers records)
-            if deepstack is not None and i < len(deepstack[1]):
-                where, feature = deepstack
-                h = h.clone()
-                h[where, :] = h[where, :] + feature[i].to(dev, h.dtype)
+        hidden, last = run_layers(lm, self.cache, h, cos, sin, mask, dev, deepstack)
         self._check_cache(past + n)
-        return self._features(hidden)[0], _rms_norm(h, lm.norm)[0]
+        return self._features(hidden)[0], last[0]
 
     def rollback(self, length: int) -> None:
         """Drop cached positions beyond `length` (rejected draft / regenerated suffix)."""
@@ -568,123 +547,3 @@ class TargetAdapter:
         if allowed is None:
             return int(logits.argmax())
         return int(allowed[logits[allowed].argmax()])
-
-
-# --- building and loading ----------------------------------------------------------------
-
-
-def _direct_layers(base: Any, text_config: Any) -> Any:
-    """The Qwen3 / Qwen3-VL text stack `_direct_forward` knows (full attention, no biases, SiLU MLP,
-    per-head q/k norms), or None: another structure keeps the model's own forward."""
-    lm = getattr(base, "language_model", base)
-    if type(lm).__name__ not in ("Qwen3Model", "Qwen3VLTextModel"):
-        return None
-    if getattr(text_config, "hidden_act", None) != "silu" or getattr(text_config, "attention_bias", False) \
-            or getattr(text_config, "use_sliding_window", False) \
-            or any(t != "full_attention" for t in getattr(text_config, "layer_types", None) or ()):
-        return None
-    for layer in lm.layers:
-        att, mlp = layer.self_attn, layer.mlp
-        if any(getattr(m, "bias", None) is not None for m in (att.q_proj, att.k_proj, att.v_proj, att.o_proj,
-                                                             mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
-            return None
-    return lm
-
-
-def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
-    """The Qwen3 RMSNorm module's arithmetic (in float32, weight applied in the input's dtype)."""
-    y = x.to(torch.float32)
-    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * y.to(x.dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _mrope_section(head_dim: int) -> list[int]:
-    half = head_dim // 2
-    s = (3 * half) // 8
-    return [half - 2 * s, s, s]
-
-
-def tiny_target(kind: str = "text", *, hidden: int = 64, layers: int = 4, heads: int = 4, kv_heads: int = 2,
-                head_dim: int = 16, intermediate: int | None = None, vision_hidden: int = 32,
-                vision_depth: int = 1, vision_patch: int = 16, seed: int = 0, dtype: torch.dtype = torch.float32,
-                tokenizer: Any = None, feature_layers: Sequence[int] | None = None) -> TargetAdapter:
-    """A randomly initialised Qwen3 (`text`) or Qwen3-VL (`vl`) target built from a config.
-
-    For tests and benchmarks; the tokenizer is `vocab.build_tokenizer()` unless given. `vision_patch`:
-    the ViT's patch edge in pixels (each LLM image token merges 2 x 2 patches).
-    """
-    import transformers as tf
-
-    tok = tokenizer if tokenizer is not None else V.build_tokenizer()
-    vocab_size = len(tok)
-    text = dict(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
-                num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                head_dim=head_dim, max_position_embeddings=4096, tie_word_embeddings=True,
-                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    torch.manual_seed(seed)
-    model: Any  # Qwen3ForCausalLM or Qwen3VLForConditionalGeneration (their decorated .to() confuses mypy)
-    if kind == "text":
-        model = tf.Qwen3ForCausalLM(tf.Qwen3Config(**text, rope_parameters={"rope_type": "default",
-                                                                          "rope_theta": 10000.0}))
-        processor = None
-    elif kind == "vl":
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0,
-                                   "mrope_section": _mrope_section(head_dim)}
-        cfg = tf.Qwen3VLConfig(
-            text_config=text,
-            vision_config=dict(depth=vision_depth, hidden_size=vision_hidden, intermediate_size=2 * vision_hidden,
-                               num_heads=2, out_hidden_size=hidden, patch_size=vision_patch, temporal_patch_size=2,
-                               spatial_merge_size=2, deepstack_visual_indexes=[0], num_position_embeddings=256),
-            image_token_id=tok.convert_tokens_to_ids(V.IMAGE_PAD),
-            vision_start_token_id=tok.convert_tokens_to_ids(V.VISION_START),
-            vision_end_token_id=tok.convert_tokens_to_ids(V.VISION_END),
-            tie_word_embeddings=True)
-        model = tf.Qwen3VLForConditionalGeneration(cfg)
-        processor = tf.Qwen2VLImageProcessorPil(patch_size=vision_patch, temporal_patch_size=2, merge_size=2,
-                                                min_pixels=32 * 32, max_pixels=256 * 256)
-    else:
-        raise PlanningError(f"kind must be 'text' or 'vl', got {kind!r}")
-    model = model.to(dtype)
-    return TargetAdapter(model, tok, processor, feature_layers)
-
-
-def save_target(target: TargetAdapter, path: str | os.PathLike) -> None:
-    """Write weights, config, tokenizer (and image processor) to a local directory."""
-    target.model.save_pretrained(path)
-    target.tokenizer.save_pretrained(path)
-    if target.image_processor is not None:
-        target.image_processor.save_pretrained(path)
-
-
-def load_target(path: str | os.PathLike, *, feature_layers: Sequence[int] | None = None,
-                dtype: torch.dtype | None = None) -> TargetAdapter:
-    """Load a local checkpoint directory (weights + tokenizer [+ image processor]) without network.
-
-    Missing primitive tokens are added to the tokenizer and the embeddings are
-    resized (the new rows are untrained until the target is fine-tuned).
-    """
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    import transformers as tf
-
-    path = os.fspath(path)
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise PlanningError(f"{path}: no config.json (not a checkpoint directory)")
-    cfg = tf.AutoConfig.from_pretrained(path, local_files_only=True)
-    kwargs: dict[str, Any] = {"local_files_only": True}
-    if dtype is not None:
-        kwargs["dtype"] = dtype
-    if hasattr(cfg, "vision_config"):
-        model = tf.AutoModelForImageTextToText.from_pretrained(path, **kwargs)
-        processor = tf.Qwen2VLImageProcessorPil.from_pretrained(path, local_files_only=True)
-    else:
-        model = tf.AutoModelForCausalLM.from_pretrained(path, **kwargs)
-        processor = None
-    tok = tf.AutoTokenizer.from_pretrained(path, local_files_only=True)
-    if V.add_primitive_tokens(tok):
-        model.resize_token_embeddings(len(tok))
-    return TargetAdapter(model, tok, processor, feature_layers)

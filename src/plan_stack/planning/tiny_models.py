@@ -13,7 +13,7 @@ import torch
 from plan_stack.planning import vocab as V
 from plan_stack.planning.drafter import new_drafter
 from plan_stack.planning.model_dir import save_planner_model
-from plan_stack.planning.target import tiny_target
+from plan_stack.planning.target_build import tiny_target
 from plan_stack.planning.tool_call import tool_call_text
 
 CAMERAS = ["cam_a", "cam_b"]

@@ -105,7 +105,7 @@ def _log(path: str):
 
 
 def build_target(recipe: Recipe) -> Any:
-    from plan_stack.planning.target import tiny_target
+    from plan_stack.planning.target_build import tiny_target
 
     return tiny_target("vl", hidden=recipe.hidden, layers=recipe.layers, heads=recipe.heads,
                        kv_heads=recipe.kv_heads, head_dim=recipe.head_dim, vision_hidden=recipe.vision_hidden,
@@ -223,7 +223,7 @@ def choose_text_block(model: Any, val_keyframes: Sequence[Any], candidates: Sequ
     at most `tolerance` more text target passes than the fewest any candidate needs. DFlash is lossless,
     so only speed depends on it, and counting passes (not timing them) makes the choice reproducible: a
     response whose text is one token longer than a whole number of blocks pays a pass for that token."""
-    from plan_stack.planning.decoding import DecoderConfig
+    from plan_stack.planning.decoders import DecoderConfig
 
     prompts = [(model.encode(kf.instruction, [kf.images]), kf.camera_size) for kf in val_keyframes]
     passes: dict[int, float] = {}
@@ -291,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
     from plan_stack.planning.errors import PlanningError
     from plan_stack.planning.model_dir import PlannerModel, load_planner_model, read_manifest, save_planner_model
     from plan_stack.planning.samples import KeyframeSamples, fit_ranges, mirrored, response_tokens
-    from plan_stack.planning.target import load_target, save_target
+    from plan_stack.planning.target_build import load_target, save_target
     from plan_stack.planning.training import drafter as TR
     from plan_stack.planning.training import target as TT
 

@@ -32,9 +32,11 @@ import numpy as np
 
 from plan_stack.config import ConfigError
 from plan_stack.stamps import s_to_ns
+from plan_stack.trajectory.alignment import Chunk, ChunkError
 from plan_stack.trajectory.config import InitialState, StitcherNodeConfig
 from plan_stack.trajectory.core import Trajectory
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, joint_columns
+from plan_stack.trajectory.stitch_limits import joint_columns
+from plan_stack.trajectory.stitching import Stitcher
 
 __all__ = ["ACK_HISTORY", "Anchor", "InitialState", "Reanchor", "StartState"]
 

@@ -30,10 +30,11 @@ from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.repeats import RepeatFilter
 from plan_stack.ros.time import stamp_to_ns
 from plan_stack.ros.trajectory import header_stamp_ns, trajectory_from_cdr, trajectory_to_cdr, trajectory_to_msg
+from plan_stack.trajectory.alignment import Chunk, ChunkError
 from plan_stack.trajectory.config import InitialState, StitcherConfig, StitcherNodeConfig
 from plan_stack.trajectory.core import TrajectoryError
 from plan_stack.trajectory.start_state import Reanchor, StartState
-from plan_stack.trajectory.stitching import Chunk, ChunkError, Stitcher, StitchStatus
+from plan_stack.trajectory.stitching import Stitcher, StitchStatus
 
 __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 

@@ -1,14 +1,7 @@
 """Cross-chunk stitching: one ActionChunk in, one executable trajectory out.
 
-Timeline. The stitcher keeps the trajectory it emitted last (the *active*
-one: what was sent and when sample 0 is due). A new chunk is aligned to the
-active trajectory's sample grid (period `dt`), so samples that are already
-being executed are copied, never resampled; its reference is read off the
-chunk by linear interpolation at those grid times (exact when the grids
-coincide, as they do when the chunker and the stitcher share `dt`). The first
-new sample is the first grid time no earlier than now (+ command latency) and
-no earlier than the chunk's stamp: a late chunk is trimmed by the elapsed
-time, never replayed from its start.
+How a chunk is checked and laid on the output grid (timeline, lead) is `alignment`'s part; the limits
+come from the config by `stitch_limits`.
 
 Stitching. The first `stitch_len` samples of the new trajectory are the active
 trajectory sampled at those times (the bridge); the continuous joints are then
@@ -17,17 +10,6 @@ acceleration are continuous at the seam by construction. Without an active
 trajectory (first chunk, or the last one has run out and a fresh measurement
 exists) the start state is the measured robot state with its velocity and
 acceleration.
-
-Lead. With a lead (`lead_s`, the node's `point_lead_s`) the message is
-stamped that long before its first new sample, and the controller joins its
-reference to the first point due after it activates the trajectory with one
-quintic. Over a whole lead that one quintic replaces several segments of the
-trajectory being executed and can overshoot their limits; so the samples of
-the active trajectory on the grid times inside the lead, and back to the last
-grid time at or before now, are emitted too (copied, never resampled): the
-controller then joins over at most a part of one segment, whose quintic
-through the same knots is the curve it already follows, and the stamp stays
-at or before now.
 
 Safety. Every trajectory is checked against the limits before it is returned:
 sample-wise (`check_limits`), then its interpolated curve as published (lead,
@@ -50,23 +32,28 @@ import dataclasses
 import enum
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 
 import numpy as np
 
+from plan_stack.trajectory.alignment import Aligner, Alignment, Chunk
+
 # The bridges' own trajectory check (ROS-free): the stitcher runs the very function the bridge runs.
 from plan_stack.trajectory.checks import Verdict, check_trajectory
-from plan_stack.trajectory.config import StitcherConfig
-from plan_stack.trajectory.core import GRID_EPS as _TIME_EPS
+from plan_stack.trajectory.config import Backend, StitcherConfig
 from plan_stack.trajectory.core import Reference, Trajectory
 from plan_stack.trajectory.limits import LimitReport, Limits, TrajectoryError, check_limits
-from plan_stack.trajectory.mpc import JointMpc, MpcResult, MpcStatus, MpcWeights
-from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigResult, RuckigStatus
+from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
+from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
+from plan_stack.trajectory.stitch_limits import (
+    accept_limits,
+    discrete_bounds,
+    interpolation_safe,
+    joint_columns,
+    limits_from_config,
+)
 
-__all__ = [
-    "ChunkError", "Chunk", "Trajectory", "StitchStatus", "StitchResult", "Alignment", "Stitcher",
-    "limits_from_config", "discrete_bounds", "accept_limits",
-]
+__all__ = ["StitchStatus", "StitchResult", "Stitcher", "BRAKE"]
 
 #: Peak speed of a quintic from rest to rest, in units of its mean speed (dp / h). Discrete channels are
 #: emitted at rest at every sample (v = a = 0) and step at most rate * dt / this per sample, so the curve a
@@ -74,37 +61,13 @@ __all__ = [
 #: velocities overshoot it by about 1.5x where the rate limiter starts or stops.)
 _REST_TO_REST_PEAK = 15.0 / 8.0
 
-
-class ChunkError(TrajectoryError):
-    """A chunk that must not become motion. `reason` is a short machine-readable code:
-    `shape`, `non_finite`, `joint_names`, `dt`, `horizon`, `future`, `stale`, `position_limits`,
-    `no_state`."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-
-
-@dataclasses.dataclass(frozen=True)
-class Chunk:
-    """A policy's reference: positions [H, D] due at stamp_s + k·dt_s."""
-
-    stamp_s: float
-    joint_names: tuple[str, ...]
-    dt_s: float
-    positions: np.ndarray
-
-    @classmethod
-    def from_flat(cls, stamp_s: float, joint_names: Sequence[str], dt_s: float, horizon: int,
-                  flat: Sequence[float]) -> Chunk:
-        """Build from the ActionChunk layout (H×D row-major). Raises ChunkError on a shape mismatch."""
-        names = tuple(joint_names)
-        values = np.asarray(flat, dtype=float)
-        if not names:
-            raise ChunkError("joint_names", "chunk lists no joints")
-        if horizon < 1 or values.size != horizon * len(names):
-            raise ChunkError("shape", f"{values.size} positions for horizon {horizon} x {len(names)} joints")
-        return cls(float(stamp_s), names, float(dt_s), values.reshape(horizon, len(names)))
+BRAKE = "brake"  #: the last generator of every chain: a jerk-limited stop from the start state
+#: the backends a configured backend falls back to, in order, before the brake
+_FALLBACKS: dict[Backend, tuple[Backend, ...]] = {Backend.MPC: (Backend.MPC, Backend.RUCKIG),
+                                                  Backend.RUCKIG: (Backend.RUCKIG,)}
+#: continuous-joint samples [3 (q, v, a), T, Dc] (None: failed), a message, joints where a bound was active
+_Generated = tuple[np.ndarray | None, str, int]
+_Generator = Callable[[np.ndarray, np.ndarray, bool], _Generated]
 
 
 def _rate_limited(start: np.ndarray, targets: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -146,98 +109,6 @@ class StitchResult:
     interpolation_rejects: int = 0  # generated trajectories refused by the bridge's check of the interpolated curve
 
 
-@dataclasses.dataclass(frozen=True)
-class Alignment:
-    """A validated chunk laid on the output grid: what `Stitcher.solve` needs, nothing about the chunk."""
-
-    t_start: float  # when output sample 0 is due
-    reference: np.ndarray  # [n, D] reference at the output grid times from t_start, config joint order
-    bridge_len: int  # S: samples copied from the active trajectory (1 = start state only)
-    trimmed: int  # chunk samples skipped because their time had passed
-    bridge: tuple[np.ndarray, np.ndarray, np.ndarray]  # (q, v, a) [S, D] of the bridge samples
-    exec_state: np.ndarray  # [3, D] what is executing at t_start (for the seam check)
-    x_end: np.ndarray  # [3, D] the optimisation's start state (the bridge's last sample)
-    #: (q, v, a) [L, D]: the active trajectory's samples on the grid times inside the lead (before t_start)
-    lead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    initial: np.ndarray | None = None  # [3, D] the controller's predicted reference at the message's stamp
-
-
-def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
-    """Pick a scalar / all-joints / subset-length parameter for the joints in idx."""
-    if not isinstance(value, tuple):
-        return float(value)
-    if len(value) == 0:
-        return None
-    if len(value) == 1:
-        return float(value[0])
-    arr = np.asarray(value, dtype=float)
-    return arr[idx] if len(arr) == len(cfg.joint_names) and len(arr) != n_sub else arr
-
-
-def joint_columns(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Columns (in `joint_names` order) of the continuous and of the discrete joints."""
-    return (np.array([cfg.joint_names.index(j) for j in cfg.continuous_joints], dtype=int),
-            np.array([cfg.joint_names.index(j) for j in cfg.discrete_joints], dtype=int))
-
-
-def limits_from_config(cfg: StitcherConfig) -> tuple[Limits, np.ndarray]:
-    """Limits of the continuous joints and the rate limits [Dd] of the discrete ones."""
-    cidx, didx = joint_columns(cfg)
-    nc = len(cidx)
-    lim = Limits.create(nc, _per_joint(cfg.v_max, cfg, cidx, nc), _per_joint(cfg.a_max, cfg, cidx, nc),
-                        _per_joint(cfg.j_max, cfg, cidx, nc), _per_joint(cfg.q_min, cfg, cidx, nc),
-                        _per_joint(cfg.q_max, cfg, cidx, nc))
-    rate = np.broadcast_to(np.asarray(_per_joint(cfg.discrete_rate, cfg, didx, len(didx)), dtype=float),
-                           (len(didx),)).copy()
-    return lim, rate
-
-
-def accept_limits(cfg: StitcherConfig) -> Limits:
-    """Per-joint limits (joint_names order) the interpolated curve of every trajectory must satisfy: the
-    bridge's (`bridge_*`) where given, else the stitcher's own (discrete joints: the rate limit as velocity,
-    no acceleration limit), and no jerk limit unless `bridge_j_max` gives one (the sample check bounds jerk)."""
-    lim, rate = limits_from_config(cfg)
-    cidx, didx = joint_columns(cfg)
-    d_lo, d_hi = discrete_bounds(cfg)
-    D = len(cfg.joint_names)
-    v, a, lo, hi = np.empty(D), np.empty(D), np.empty(D), np.empty(D)
-    v[cidx], a[cidx], lo[cidx], hi[cidx] = lim.v_max, lim.a_max, lim.q_min, lim.q_max
-    v[didx], a[didx], lo[didx], hi[didx] = rate, np.inf, d_lo, d_hi
-    given = {name: np.asarray(getattr(cfg, f"bridge_{name}"), dtype=float) for name in
-             ("v_max", "a_max", "j_max", "q_min", "q_max")}
-    pick = {name: given[name] if given[name].size else own for name, own in
-            (("v_max", v), ("a_max", a), ("j_max", np.full(D, np.inf)), ("q_min", lo), ("q_max", hi))}
-    return Limits.for_joints(cfg.joint_names, pick["q_min"], pick["q_max"], pick["v_max"], pick["a_max"],
-                             pick["j_max"])
-
-
-#: Worst-case excess of the quintic through the samples of a jerk-limited profile over the profile itself,
-#: per switch of the jerk between two samples (from +j_max to -j_max, anywhere in the period), in units of
-#: j_max·dt (acceleration), j_max·dt² (velocity) and j_max·dt³ (position); computed on a fine grid of switch
-#: times (0.125, 0.0095, 0.0026), rounded up and doubled for two switches in one period.
-_QUINTIC_EXCESS = (0.25, 0.02, 0.006)
-
-
-def interpolation_safe(lim: Limits, dt: float) -> Limits:
-    """`lim` less the quintic interpolant's worst-case excess over a jerk-limited profile sampled every dt:
-    the limits the Ruckig generators run with, whose switches fall between samples (the MPC's constant jerk
-    per period needs none). Never below half of a limit."""
-    ka, kv, kq = (k * lim.j_max * dt ** p for k, p in zip(_QUINTIC_EXCESS, (1, 2, 3), strict=True))
-    v = np.maximum(lim.v_max - kv, 0.5 * lim.v_max)
-    a = np.maximum(lim.a_max - ka, 0.5 * lim.a_max)
-    span = np.where(np.isfinite(lim.q_max - lim.q_min), lim.q_max - lim.q_min, np.inf)
-    inset = np.minimum(kq, 0.25 * span)
-    return Limits.create(lim.dof, v, a, lim.j_max, lim.q_min + inset, lim.q_max - inset)
-
-
-def discrete_bounds(cfg: StitcherConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Position bounds [Dd] of the discrete joints: from q_min/q_max when those list every joint, else none."""
-    _, didx = joint_columns(cfg)
-    if len(cfg.q_min) == len(cfg.joint_names):
-        return np.asarray(cfg.q_min, float)[didx], np.asarray(cfg.q_max, float)[didx]
-    return np.full(len(didx), -np.inf), np.full(len(didx), np.inf)
-
-
 class Stitcher:
     """Turns chunks into limit-checked trajectories that join the one being executed.
 
@@ -255,17 +126,9 @@ class Stitcher:
         self._ruckig_limits = interpolation_safe(self.limits, cfg.dt)
         self._d_lo, self._d_hi = discrete_bounds(cfg)
         self._cidx, self._didx = joint_columns(cfg)
-        # Columns checked against position bounds (continuous, then discrete) and which of them saturate.
-        self._bounded_cols = np.concatenate([self._cidx, self._didx])
-        self._saturate = np.array([cfg.joint_names[i] in cfg.saturate_joints for i in self._bounded_cols], bool)
         lim = self.limits
         # the brake condition's coefficient c = a_max / 2 j_max and the v, a limits with round-off slack
         self._brake_test = (lim.a_max / (2.0 * lim.j_max), lim.v_max * (1.0 + 1e-9), lim.a_max * (1.0 + 1e-9))
-        # the bounded columns' position bounds (None when no column has any), fixed with the limits
-        self._col_bounds: tuple[np.ndarray, np.ndarray] | None = None
-        if lim.has_position_limits or np.isfinite(self._d_lo).any() or np.isfinite(self._d_hi).any():
-            self._col_bounds = (np.concatenate([np.broadcast_to(lim.q_min, (lim.dof,)), self._d_lo]),
-                                np.concatenate([np.broadcast_to(lim.q_max, (lim.dof,)), self._d_hi]))
         # Column selector of the continuous joints: a slice (a view, no copy) when they are all of them.
         all_joints = np.array_equal(self._cidx, np.arange(len(cfg.joint_names)))
         self._c = slice(None) if all_joints else self._cidx
@@ -274,6 +137,10 @@ class Stitcher:
         self._mpc = JointMpc(weights, cfg.limit_margin, cfg.osqp_eps, cfg.osqp_max_iter, qp_solver=cfg.qp_solver,
                              blocking=(cfg.mpc_free_steps, cfg.mpc_block))
         self._ruckig = RuckigFilter(cfg.limit_margin, cfg.ruckig_stride, cfg.ruckig_lookahead)
+        #: the backends' trajectory generators (each then settles in settle mode); `_brake` ends every chain
+        self._generators: dict[Backend, _Generator] = {Backend.MPC: self._mpc_samples,
+                                                       Backend.RUCKIG: self._ruckig_samples}
+        self._aligner = Aligner(cfg, self.lead_s)
         self._active: Trajectory | None = None
 
     @property
@@ -300,93 +167,21 @@ class Stitcher:
             raise TrajectoryError(f"joint_names: expected {list(self.cfg.joint_names)}, got {list(traj.joint_names)}")
         self._active = traj
 
-    # --- input ------------------------------------------------------------------
+    # --- input (`alignment.Aligner`) ---------------------------------------------
 
     def validate(self, chunk: Chunk, now_s: float) -> tuple[np.ndarray, int]:
-        """(chunk positions [H, D] in config joint order with samples beyond a position limit clamped to it,
-        how many were clamped: those within `position_tolerance`, and any of `saturate_joints`). Raises
-        ChunkError on input that must not become motion: bad names, shape, dt, non-finite values, a length
-        outside [min_horizon, max_horizon], a stamp more than `max_chunk_lead_s` ahead or `max_chunk_age_s`
-        behind now, samples of other joints beyond the position limits by more than `position_tolerance`."""
-        cfg = self.cfg
-        if not (math.isfinite(chunk.dt_s) and chunk.dt_s > 0):
-            raise ChunkError("dt", f"sample period must be finite and > 0, got {chunk.dt_s!r}")
-        if not math.isfinite(chunk.stamp_s):
-            raise ChunkError("non_finite", f"stamp is {chunk.stamp_s!r}")
-        same_order = chunk.joint_names == cfg.joint_names
-        if not same_order and (len(chunk.joint_names) != len(cfg.joint_names)
-                               or set(chunk.joint_names) != set(cfg.joint_names)):
-            missing = sorted(set(cfg.joint_names) - set(chunk.joint_names))
-            extra = sorted(set(chunk.joint_names) - set(cfg.joint_names))
-            dup = sorted({j for j in chunk.joint_names if chunk.joint_names.count(j) > 1})
-            raise ChunkError("joint_names", f"expected {len(cfg.joint_names)} joints {list(cfg.joint_names)}; "
-                             f"missing {missing}, unexpected {extra}, duplicated {dup}, "
-                             f"got {len(chunk.joint_names)}")
-        P = np.asarray(chunk.positions, dtype=float)
-        if P.ndim != 2 or P.shape[1] != len(cfg.joint_names):
-            raise ChunkError("shape", f"positions have shape {P.shape}")
-        H = len(P)
-        lo_h = max(cfg.min_horizon, cfg.stitch_len + 1)
-        if not lo_h <= H <= cfg.max_horizon:
-            raise ChunkError("horizon", f"horizon {H} outside [{lo_h}, {cfg.max_horizon}] (min_horizon, "
-                             f"stitch_len {cfg.stitch_len} + 1, max_horizon)")
-        if not math.isfinite(float(np.add.reduce(P, axis=None))) and not np.isfinite(P).all():
-            bad = sorted({chunk.joint_names[j] for j in np.argwhere(~np.isfinite(P))[:, 1]})
-            raise ChunkError("non_finite", f"NaN/inf positions for {bad}")
-        lead = chunk.stamp_s - now_s
-        if lead > cfg.max_chunk_lead_s:
-            raise ChunkError("future", f"stamped {lead:.3f} s ahead of now (max_chunk_lead_s "
-                             f"{cfg.max_chunk_lead_s}): wrong clock or stamp")
-        if -lead > cfg.max_chunk_age_s:
-            raise ChunkError("stale", f"stamped {-lead:.3f} s ago (max_chunk_age_s {cfg.max_chunk_age_s})")
-        if not same_order:
-            P = P[:, [chunk.joint_names.index(j) for j in cfg.joint_names]]
-        return self._beyond_limits(P)
-
-    def _beyond_limits(self, P: np.ndarray) -> tuple[np.ndarray, int]:
-        """(P with every sample outside [q_min, q_max] clamped into it, how many were) over the continuous
-        joints, and the discrete ones when the limits list every joint (P unchanged and 0 without position
-        limits). Raises ChunkError when a sample of a joint not in `saturate_joints` lies further out than
-        `position_tolerance`; samples of `saturate_joints` are clamped however far out they lie."""
-        if self._col_bounds is None:
-            return P, 0
-        cols = self._bounded_cols
-        lo, hi = self._col_bounds
-        Pc = P[:, cols]
-        over = np.maximum(Pc - hi, lo - Pc)  # > 0: outside by that much
-        if float(over.max(initial=-math.inf)) <= 0.0:
-            return P, 0
-        strict = np.where(self._saturate, -math.inf, over)  # end-stop joints never reject a chunk
-        worst = float(strict.max(initial=-math.inf))
-        if worst > self.cfg.position_tolerance:
-            r, j = np.unravel_index(int(np.argmax(strict)), strict.shape)
-            name = self.cfg.joint_names[cols[j]]
-            raise ChunkError("position_limits", f"sample {r} of {name} is {worst:.4g} beyond its position "
-                             f"limits [{lo[j]:.4g}, {hi[j]:.4g}] (position_tolerance "
-                             f"{self.cfg.position_tolerance})")
-        P = P.copy()
-        P[:, cols] = np.minimum(np.maximum(Pc, lo), hi)
-        return P, int(np.count_nonzero(over > 0.0))
+        """`Aligner.validate`: the chunk's positions [H, D] in config joint order (clamped where allowed) and
+        how many samples were clamped. Raises ChunkError."""
+        return self._aligner.validate(chunk, now_s)
 
     def check_reported(self, traj: Trajectory, now_s: float) -> None:
-        """Raise TrajectoryError unless `traj` (config order; what the bridge reports executing) can be
-        stitched onto: finite, times starting at >= 0 and increasing, stamped at most `max_chunk_lead_s`
-        ahead of `now_s` (a later one is a wrong clock) and inside the position limits within
-        `position_tolerance` (a report far outside them is a fault, never a start). A stamp in the past is
-        fine: the bridge holds at its last point."""
-        if not all(np.isfinite(a).all() for a in (traj.times_s, traj.positions, traj.velocities,
-                                                  traj.accelerations) if a is not None):
-            raise TrajectoryError("NaN/inf in times or points")
-        if np.any(np.diff(traj.times_s) <= 0) or traj.times_s[0] < 0:
-            raise TrajectoryError("time_from_start: must start at >= 0 and increase strictly")
-        lead = traj.stamp_s - now_s
-        if lead > self.cfg.max_chunk_lead_s:
-            raise TrajectoryError(f"future: stamped {lead:.3f} s ahead of now (max_chunk_lead_s "
-                                  f"{self.cfg.max_chunk_lead_s}): wrong clock or stamp")
-        try:
-            self._beyond_limits(traj.positions)
-        except ChunkError as exc:
-            raise TrajectoryError(str(exc).replace("sample", "point", 1)) from None
+        """`Aligner.check_reported`: raise TrajectoryError unless `traj` can be stitched onto."""
+        self._aligner.check_reported(traj, now_s)
+
+    def align(self, chunk: Chunk, R: np.ndarray, now_s: float,
+              measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Alignment:
+        """`Aligner.align` onto the active trajectory. Raises ChunkError."""
+        return self._aligner.align(chunk, R, now_s, measured, self._active)
 
     # --- main entry -----------------------------------------------------------------
 
@@ -402,67 +197,6 @@ class Stitcher:
         R, clamped = self.validate(chunk, now_s)
         al = self.align(chunk, R, now_s, measured)
         return self.solve(al, t_begin, clamped)
-
-    def align(self, chunk: Chunk, R: np.ndarray, now_s: float,
-              measured: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> Alignment:
-        """Lay the validated reference R [H, D] on the output grid and pick the start state
-        (the active trajectory's bridge samples, or the measured state). Raises ChunkError."""
-        cfg = self.cfg
-        dt = cfg.dt
-        H = len(R)
-        span_end = chunk.stamp_s + (H - 1) * chunk.dt_s
-        if now_s > span_end + _TIME_EPS * chunk.dt_s:
-            raise ChunkError("stale", f"chunk ended {now_s - span_end:.3f} s ago (stamp {chunk.stamp_s:.3f}, "
-                             f"span {(H - 1) * chunk.dt_s:.3f} s)")
-        act = self._active
-        use_active = act is not None and (measured is None or now_s <= act.end_s)
-        if not use_active and measured is None:
-            raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
-        earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
-        origin = act.t0_s if act is not None and use_active else chunk.stamp_s
-        k = math.ceil((earliest - origin) / dt - _TIME_EPS)
-        t_start = origin + k * dt
-        n_out = math.floor((span_end - t_start) / dt + _TIME_EPS) + 1
-        S = cfg.stitch_len if use_active else 1
-        if act is not None and use_active:
-            # Bridge only over samples the active trajectory still covers: past its end the
-            # robot holds at rest, and that hold state (not a resampled one) is the start.
-            S = max(1, min(S, math.floor((act.end_s - t_start) / dt + _TIME_EPS) + 1))
-        if n_out < S + 1:
-            raise ChunkError("stale", f"only {max(n_out, 0)} samples of the chunk remain after "
-                             f"{now_s - chunk.stamp_s:.3f} s of delay; need more than stitch_len {S}")
-        offset = (t_start - chunk.stamp_s) / chunk.dt_s  # chunk sample index of the first new sample
-        k0 = round(offset)
-        if chunk.dt_s == dt and abs(offset - k0) <= _TIME_EPS:  # grids coincide: no interpolation
-            ref = R[k0:k0 + n_out]
-        else:
-            idx = offset + np.arange(n_out) * (dt / chunk.dt_s)
-            # np.minimum/np.maximum rather than np.clip: same values, without clip's per-call overhead
-            lo = np.minimum(np.maximum(np.floor(idx + _TIME_EPS).astype(int), 0), H - 1)
-            frac = np.minimum(np.maximum(idx - lo, 0.0), 1.0)[:, None]
-            ref = R[lo] * (1 - frac) + R[np.minimum(lo + 1, H - 1)] * frac  # [n_out, D]
-        trimmed = max(0, math.ceil(offset - _TIME_EPS))
-        lead = None
-        if act is not None and use_active:
-            # With a lead: the active trajectory's grid samples over the lead and back to the last grid time at
-            # or before now (as far as it covers), then the message's stamp, then the bridge samples.
-            n_lead = 0
-            if self.lead_s > 0.0:
-                back = max(self.lead_s, t_start - now_s)
-                n_lead = max(0, min(math.ceil(back / dt - _TIME_EPS),
-                                    math.floor((t_start - act.t0_s) / dt + _TIME_EPS)))
-            times = np.concatenate([t_start - dt * np.arange(n_lead, 0, -1), [t_start - max(self.lead_s, n_lead * dt)],
-                                    t_start + dt * np.arange(S)])
-            q, v, a = act.sample(times)
-            bq, bv, ba = q[n_lead + 1:], v[n_lead + 1:], a[n_lead + 1:]
-            lead = (q[:n_lead], v[:n_lead], a[:n_lead])
-            initial = np.array([q[n_lead], v[n_lead], a[n_lead]])
-            exec_state = np.array([bq[0], bv[0], ba[0]])
-            x_end = np.array([bq[-1], bv[-1], ba[-1]])
-        else:
-            exec_state = x_end = initial = self._measured(measured)
-            bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
-        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end, lead, initial)
 
     def solve(self, al: Alignment, t_begin: float | None = None, clamped: int = 0) -> StitchResult:
         """Generate from the alignment's start state down the fallback chain (configured backend,
@@ -483,7 +217,7 @@ class Stitcher:
                             f"position_tolerance, or of saturate_joints) clamped to the limit")
         constrained = 0
         rejects = 0
-        chain = ["mpc", "ruckig", "brake"] if cfg.backend == "mpc" else ["ruckig", "brake"]
+        chain: list[str] = [*_FALLBACKS[cfg.backend], BRAKE]
         limits = self.limits
         brake_limits = self._brake_limits(x0)
         if brake_limits is not None:
@@ -491,7 +225,7 @@ class Stitcher:
             # trajectory) makes every generator's problem infeasible: go straight to the brake, checked
             # against limits widened only by the start's own excess (it can only shrink from there).
             messages.append("infeasible start: the start state exceeds the limits; braking")
-            chain, limits = ["brake"], brake_limits
+            chain, limits = [BRAKE], brake_limits
             accept = self._widened(brake_limits)
         else:
             accept = self.accept_limits
@@ -503,7 +237,7 @@ class Stitcher:
                 continue
             if msg:
                 messages.append(f"{gen}: {msg}")
-            traj = self._assemble(al.t_start, bq, bv, ba, out, al.reference, S, settle and gen != "brake")
+            traj = self._assemble(al.t_start, bq, bv, ba, out, al.reference, S, settle and gen != BRAKE)
             v, a = traj.velocities, traj.accelerations
             assert v is not None and a is not None  # the stitcher's trajectories carry both
             rep = check_limits(cfg.dt, traj.positions[:, c], v[:, c], a[:, c],
@@ -517,7 +251,7 @@ class Stitcher:
                     continue
                 self._active = traj
                 return StitchResult(
-                    traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, gen,
+                    traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, str(gen),
                     (time.perf_counter() - t_begin) * 1e3, rep, al.trimmed, S, constrained,
                     self._seam_jump(traj, al.exec_state, round((al.t_start - traj.t0_s) / cfg.dt)),
                     tuple(messages), clamped, lead_s, rejects)
@@ -580,17 +314,6 @@ class Stitcher:
         return Limits.create(lim.dof, np.maximum(lim.v_max, v_peak * widen), np.maximum(lim.a_max, np.abs(a) * widen),
                              lim.j_max, np.where(q_out, -np.inf, lim.q_min), np.where(q_out, np.inf, lim.q_max))
 
-    def _measured(self, measured) -> np.ndarray:
-        """The measured (q, v, a) as one [3, D] array; raises on a wrong shape or NaN/inf."""
-        D = len(self.cfg.joint_names)
-        try:
-            m = np.asarray(measured, dtype=float).reshape(3, D)
-        except ValueError:
-            raise TrajectoryError(f"measured state: expected (q, v, a) with {D} values each") from None
-        if not math.isfinite(float(np.add.reduce(m, axis=None))):
-            raise ChunkError("no_state", "measured robot state has NaN/inf")
-        return m
-
     def _seam_jump(self, traj: Trajectory, exec_state: np.ndarray, k: int = 0) -> tuple[float, float, float]:
         """Max |Δq|, |Δv|, |Δa| of sample k (the first new one, after the lead's) against the execution
         state. Discrete channels join in position only (they are at rest at every sample)."""
@@ -603,39 +326,48 @@ class Stitcher:
 
     # --- generators -------------------------------------------------------------------
 
-    def _generate(self, gen: str, x0: np.ndarray, ref_c: np.ndarray, settle: bool):
-        """Continuous-joint samples [3 (q, v, a), T, Dc] starting with x0, or (None, why, n)."""
-        dt = self.cfg.dt
-        n_con = 0
+    def _generate(self, gen: str, x0: np.ndarray, ref_c: np.ndarray, settle: bool) -> _Generated:
+        """Continuous-joint samples [3 (q, v, a), T, Dc] starting with x0, or (None, why, n): `gen` is a backend
+        (its generator, then in settle mode a tail to rest) or `BRAKE`."""
         if x0.shape[1] == 0:  # only discrete joints
             return np.zeros((3, len(ref_c), 0)), "", 0
-        r: MpcResult | RuckigResult
-        if gen == "mpc":
-            r = self._mpc.solve(x0, ref_c, dt, self.limits, settle)
-            n_con = len(r.constrained_joints)
-            if r.status is not MpcStatus.OK:
-                return None, (f"QP ({self.cfg.qp_solver}) infeasible or not solved for continuous joints "
-                              f"{list(r.failed_joints)}"), n_con
-        elif gen == "ruckig":
-            r = self._ruckig.track(x0, ref_c, dt, self._ruckig_limits)
-            if r.status is not RuckigStatus.OK:
-                return None, r.message, 0
-        else:  # brake: jerk-limited stop from the start state, reference ignored
-            r = self._ruckig.to_rest(x0, None, dt, self._ruckig_limits,
-                                     max_steps=max(1, round(self.cfg.settle_max_s / dt)))
-            if r.status is RuckigStatus.FAILED:
-                return None, r.message, 0
-            return np.concatenate([x0[:, None], r.states], axis=1), r.message, 0
-        X, msg = r.states, ""
-        if settle:
-            tail = self._ruckig.to_rest(X[:, -1], ref_c[-1], dt, self._ruckig_limits,
-                                        max_steps=max(1, round(self.cfg.settle_max_s / dt)))
-            if tail.status is RuckigStatus.FAILED:
-                return None, f"settle tail: {tail.message}", n_con
-            if tail.status is RuckigStatus.NOT_AT_REST:
-                msg = f"settle tail {tail.message}"
-            X = np.concatenate([X, tail.states], axis=1)
-        return X, msg, n_con
+        if gen == BRAKE:
+            return self._brake(x0)
+        X, msg, n_con = self._generators[Backend(gen)](x0, ref_c, settle)
+        if X is None or not settle:
+            return X, msg, n_con
+        dt = self.cfg.dt
+        tail = self._ruckig.to_rest(X[:, -1], ref_c[-1], dt, self._ruckig_limits,
+                                    max_steps=max(1, round(self.cfg.settle_max_s / dt)))
+        if tail.status is RuckigStatus.FAILED:
+            return None, f"settle tail: {tail.message}", n_con
+        if tail.status is RuckigStatus.NOT_AT_REST:
+            msg = f"settle tail {tail.message}"
+        return np.concatenate([X, tail.states], axis=1), msg, n_con
+
+    def _mpc_samples(self, x0: np.ndarray, ref_c: np.ndarray, settle: bool) -> _Generated:
+        """The joint MPC tracking ref_c [T, Dc] from x0 [3, Dc] (n: joints where a bound was active)."""
+        r = self._mpc.solve(x0, ref_c, self.cfg.dt, self.limits, settle)
+        n_con = len(r.constrained_joints)
+        if r.status is not MpcStatus.OK:
+            return None, (f"QP ({self.cfg.qp_solver}) infeasible or not solved for continuous joints "
+                          f"{list(r.failed_joints)}"), n_con
+        return r.states, "", n_con
+
+    def _ruckig_samples(self, x0: np.ndarray, ref_c: np.ndarray, settle: bool) -> _Generated:
+        """The Ruckig chaser following ref_c [T, Dc] from x0 [3, Dc] (limits safe for the interpolation)."""
+        r = self._ruckig.track(x0, ref_c, self.cfg.dt, self._ruckig_limits)
+        if r.status is not RuckigStatus.OK:
+            return None, r.message, 0
+        return r.states, "", 0
+
+    def _brake(self, x0: np.ndarray) -> _Generated:
+        """A jerk-limited stop from x0 [3, Dc], the reference ignored: x0 then the stop's samples."""
+        dt = self.cfg.dt
+        r = self._ruckig.to_rest(x0, None, dt, self._ruckig_limits, max_steps=max(1, round(self.cfg.settle_max_s / dt)))
+        if r.status is RuckigStatus.FAILED:
+            return None, r.message, 0
+        return np.concatenate([x0[:, None], r.states], axis=1), r.message, 0
 
     def _assemble(self, t_start, bq, bv, ba, cont, ref, S, settle: bool = False) -> Trajectory:
         """Bridge rows + generated continuous rows + rate-limited discrete rows (at rest at every sample,

@@ -10,7 +10,7 @@ import torch
 
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.model_dir import PlannerModel
-from plan_stack.planning.target import tiny_target
+from plan_stack.planning.target_build import tiny_target
 from plan_stack.planning.training import drafter as TR
 from plan_stack.planning.training.data_parallel import Ranks, check_ranks, run_ranks
 from plan_stack.planning.training.target import (

@@ -9,7 +9,7 @@ import torch
 
 from plan_stack.planning.errors import PlanningError
 from plan_stack.planning.model_dir import PlannerModel
-from plan_stack.planning.target import tiny_target
+from plan_stack.planning.target_build import tiny_target
 from plan_stack.planning.training.target import TargetTrainConfig, TrainItem, collate, train_target
 
 

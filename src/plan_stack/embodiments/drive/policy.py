@@ -35,13 +35,14 @@ class PlannerDriver:
 
     def __init__(self, model_dir: str | os.PathLike, decoder: str = "vflash", camera: str = "front") -> None:
         from plan_stack.paths import find_data
+        from plan_stack.planning.decoders import Decoding
         from plan_stack.planning.model_dir import load_planner_model
         from plan_stack.planning.runtime import PlannerRuntime, RuntimeConfig
 
         try:
             self.model_dir = find_data("models", os.fspath(model_dir))
             self.model = load_planner_model(self.model_dir)
-            self.runtime = PlannerRuntime(self.model, RuntimeConfig(decoder=decoder))
+            self.runtime = PlannerRuntime(self.model, RuntimeConfig(decoder=Decoding(decoder)))
         except (OSError, ValueError) as exc:  # ConfigError is a ValueError
             raise ValueError(f"policy model {os.fspath(model_dir)!r}: {exc}") from None
         self.decoder, self.camera = decoder, camera

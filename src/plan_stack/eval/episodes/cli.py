@@ -28,6 +28,8 @@ from pathlib import Path
 
 import yaml
 
+from plan_stack.planning.decoders import DECODINGS
+
 __all__ = ["parse_seeds", "summarize", "add_arguments", "run"]
 
 
@@ -92,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--robot", required=True, choices=robot_names())
     parser.add_argument("--seeds", required=True, type=parse_seeds, help="A-B (inclusive) or a comma list")
     parser.add_argument("--json", metavar="PATH", help="write {episodes: [...], summary: {...}} here")
-    parser.add_argument("--decoder", choices=["ar", "dflash", "vflash"], help="planner decoder (default: config's)")
+    parser.add_argument("--decoder", choices=DECODINGS, help="planner decoder (default: config's)")
     parser.add_argument("--gt-plans", action="store_true",
                         help="ablation: ground-truth plan features (expert annotation of the same seed) "
                              "instead of the planner")

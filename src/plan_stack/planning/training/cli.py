@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from plan_stack.planning import drafter as D
-    from plan_stack.planning import target as T
+    from plan_stack.planning import target_build as T
     from plan_stack.planning.errors import PlanningError
     from plan_stack.planning.training import drafter as TR
     from plan_stack.planning.training.data_parallel import training_ranks, usable_cores

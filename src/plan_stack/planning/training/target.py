@@ -213,7 +213,7 @@ def train_target(model: Any, items: Sequence[TrainItem], cfg: TargetTrainConfig,
     (`save_target` format) and loaded back into the model at the end. `ranks` > 1: data-parallel on the CPU
     (`data_parallel.run_ranks`, one thread each), each rank's augmentation drawn from (seed, step, rank).
     """
-    from plan_stack.planning.target import load_target, save_target
+    from plan_stack.planning.target_build import load_target, save_target
 
     if not items:
         raise PlanningError("no training samples")
