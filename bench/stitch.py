@@ -35,6 +35,7 @@ import time
 import numpy as np
 import stitch_binding  # bench/stitch_binding.py: workloads where bounds bind, the reference design rebuilt
 import stitch_nodes  # bench/stitch_nodes.py: the stitcher's node over DDS, its bridge's decisions
+import stitch_workloads  # bench/stitch_workloads.py: those workloads' chunk sources and limits
 from report import add_json_option, report, write_json  # bench/report.py: shared table + JSON output
 
 from plan_stack.trajectory.alignment import Chunk
@@ -178,8 +179,8 @@ def main(argv=None) -> int:
                    help="largest delivery delay of a trajectory to the bridge, one row each (suite bridge)")
     p.add_argument("--late-join-s", type=float, nargs="+", default=[0.1],
                    help="the bridge's late_join_s, one row each (0: late commands refused as they are)")
-    p.add_argument("--workloads", nargs="+", default=list(stitch_binding.WORKLOADS),
-                   choices=list(stitch_binding.WORKLOADS))
+    p.add_argument("--workloads", nargs="+", default=list(stitch_workloads.WORKLOADS),
+                   choices=list(stitch_workloads.WORKLOADS))
     p.add_argument("--binding-backends", nargs="+", default=list(stitch_binding.BACKENDS),
                    choices=list(stitch_binding.BACKENDS))
     p.add_argument("--paced-hz", type=float, default=0.0,

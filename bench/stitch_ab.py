@@ -5,7 +5,7 @@ A speed-up of the stitcher is a ratio measured in one run on the same chunks: on
 speed drifts, two separate runs compare the machine, not the code. This script exports `src/plan_stack`
 of `--baseline` (default HEAD) into a temporary directory as the package `plan_stack_base` (its
 `plan_stack` imports rewritten), builds one stitcher from each package with the same parameters, and
-feeds both the same seeded chunks of the workloads of `stitch_binding.py`, alternating which runs first.
+feeds both the same seeded chunks of the workloads of `stitch_workloads.py`, alternating which runs first.
 Per row: median and minimum of one `Stitcher.process` call for each, their ratios (baseline / new: > 1
 is faster), the largest difference between the two trajectories' samples, whether the two bridge checks
 (each package's own `check_trajectory`, on the same published trajectory) agreed, and the limit
@@ -26,7 +26,7 @@ import tempfile
 import time
 
 import numpy as np
-import stitch_binding as sb  # bench/stitch_binding.py: the workloads (chunk sources, limits, configs)
+import stitch_workloads as sw  # bench/stitch_workloads.py: the workloads (chunk sources, limits, configs)
 from report import add_json_option, report, write_json  # bench/report.py: shared table + JSON output
 
 from plan_stack.trajectory.limits import check_limits
@@ -76,12 +76,12 @@ class Pair:
         from plan_stack.trajectory.stitching import Stitcher
 
         self.workload, self.backend, self.dof = workload, backend, dof
-        names, discrete = sb.names_for(dof)
-        lim = sb.limits_for(workload, dof)
+        names, discrete = sw.names_for(dof)
+        lim = sw.limits_for(workload, dof)
         self.mask = np.array([n in discrete for n in names])
-        self.src = sb.ChunkSource(workload, dof, H, seed, lim, self.mask)
-        params = sb.aloha_stitcher() if dof == 14 else dict(joint_names=names, discrete_joints=discrete, **lim)
-        params.update(dt=sb.DT, backend="ruckig" if backend == "ruckig" else "mpc", command_latency_s=0.0,
+        self.src = sw.ChunkSource(workload, dof, H, seed, lim, self.mask)
+        params = sw.aloha_stitcher() if dof == 14 else dict(joint_names=names, discrete_joints=discrete, **lim)
+        params.update(dt=sw.DT, backend="ruckig" if backend == "ruckig" else "mpc", command_latency_s=0.0,
                       stitch_len=3)
         self.new = Stitcher(StitcherConfig(**params))
         self.base = base_pkg.stitching.Stitcher(base_pkg.config.StitcherConfig(**params))
@@ -139,7 +139,7 @@ class Pair:
         self.differ += (v_new.ok, v_new.message) != (v_base.ok, v_base.message)
         if self.workload != "infeasible":
             c = ~self.mask
-            rep = check_limits(sb.DT, tn.positions[:, c], tn.velocities[:, c], tn.accelerations[:, c],
+            rep = check_limits(sw.DT, tn.positions[:, c], tn.velocities[:, c], tn.accelerations[:, c],
                                self.new.limits)
             self.viol += not rep.ok or not v_new.ok
 
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     p.add_argument("--baseline", default="HEAD", help="git revision whose src/plan_stack is the baseline")
     p.add_argument("--dof", type=int, nargs="+", default=[12, 14])
     p.add_argument("--horizon", type=int, default=50)
-    p.add_argument("--workloads", nargs="+", default=list(sb.WORKLOADS), choices=list(sb.WORKLOADS))
+    p.add_argument("--workloads", nargs="+", default=list(sw.WORKLOADS), choices=list(sw.WORKLOADS))
     p.add_argument("--backends", nargs="+", default=["mpc", "ruckig"], choices=["mpc", "ruckig"])
     p.add_argument("--reps", type=int, default=100, help="measured calls per row (each stitcher)")
     p.add_argument("--warmup", type=int, default=10)

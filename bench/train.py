@@ -41,13 +41,9 @@ from plan_stack.planning.model_dir import PlannerModel, load_planner_model
 from plan_stack.planning.samples import KeyframeSamples, fit_ranges, response_tokens
 from plan_stack.planning.training import drafter as TR
 from plan_stack.planning.training import target as TT
-from plan_stack.recipes.train import (
-    ar_selection,
-    build_drafter,
-    build_target,
-    located_centre,
-    usable_cores,
-)
+from plan_stack.planning.training.data_parallel import usable_cores
+from plan_stack.recipes.selection import ar_selection
+from plan_stack.recipes.train import build_drafter, build_target, located_centre
 from plan_stack.robots import profile, robot_names
 
 COLUMNS = ["stage", "ranks", "threads_per_rank", "per_pass", "rep", "steps", "seconds", "steps_per_s", "samples_per_s",

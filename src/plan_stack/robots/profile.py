@@ -106,7 +106,7 @@ class Recipe:
     drafter_text_anchors: int = 4
     #: text block the drafter is trained on (anchor + proposals), and its loss weights' decay over the block
     #: (w_j = exp(-(j-1)/decay), DFlash's 7 for 16 positions); the manifest's `text_block` is chosen among
-    #: `recipes.train.TEXT_BLOCKS` and this one
+    #: `recipes.selection.TEXT_BLOCKS` and this one
     drafter_text_block: int = 16
     drafter_text_decay: float = 7.0
     head_steps: int = 800
