@@ -127,7 +127,8 @@ def test_greedy_dflash_is_identical_to_ar_inside_primitives(text_target, vl_targ
 
 def test_partial_acceptance_keeps_identity(text_target):
     """Drafts that are partly right exercise prefix acceptance; the output must still equal AR."""
-    dec = Decoder(text_target, NoisyOracle(text_target, 0.15, seed=3), DecoderConfig(budget=40))
+    always = DecoderConfig(budget=40, speculation_probe_every=0)  # every step speculates, whatever the wall time
+    dec = Decoder(text_target, NoisyOracle(text_target, 0.15, seed=3), always)
     taus = []
     for prompt in _random_prompts(text_target, 3, 11):
         ar = dec.generate(prompt, decoder="ar")
@@ -179,6 +180,7 @@ def test_speculation_schedule_speculates_where_it_pays_and_probes_where_it_does_
     assert not always.pays("text") and always.speculate("text")
 
 
+@pytest.mark.timing
 def test_dflash_runs_ar_steps_where_its_drafter_does_not_pay_and_keeps_ars_tokens(text_target, small_drafter):
     """An untrained drafter has nearly every proposal rejected: a speculative step then costs a drafter pass and
     a block verification for about one token, more than an AR step. The schedule measures that and runs AR

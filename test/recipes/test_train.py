@@ -226,6 +226,7 @@ def test_init_from_refuses_another_robots_model(tmp_path, capsys):
     assert "a drive model" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     """`--init-from`: the target and drafter start from the model directory, its coordinate ranges stay
     (labels beyond them are clipped and counted), and the manifest says where it came from."""
@@ -267,6 +268,7 @@ def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     assert tuned.drafter.config.text_block == manifest["drafter_training"]["config"]["text_block"] == 20
 
 
+@pytest.mark.slow
 def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_path, monkeypatch):
     """Stages target,drafter,onpolicy (tiny steps, one short drive per split, two rounds): each round keeps
     the model before it, records its split driven by it, and writes the fine-tuned model in its place."""
