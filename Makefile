@@ -1,5 +1,6 @@
 # plan_stack: `make setup` builds everything into .venv + install/, `make test`
-# runs the suite, `make demo` runs the demo on the embedded simulator.
+# runs the suite but its slow tests (`make test-slow` runs those), `make demo`
+# runs the demo on the embedded simulator.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3.11
@@ -8,8 +9,11 @@ STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt scripts/ros_env.sh
 ENV := source $(CURDIR)/scripts/env.bash
 PYTEST_ARGS ?=
 JOBS ?= 2
+# pytest processes of `make test` / `make test-slow` (pytest-xdist; 0: one process). Each process reserves
+# its own ROS domain (test/conftest.py), so DDS tests run side by side.
+TEST_JOBS ?= 2
 
-.PHONY: setup venv build test bench demo demo-expert clean soak train lint
+.PHONY: setup venv build test test-slow bench demo demo-expert clean soak train lint
 
 setup: venv build
 
@@ -29,11 +33,15 @@ build: $(STAMP)
 	$(ENV) --venv-only && flock $(CURDIR)/.build.lock colcon build --parallel-workers $(JOBS) \
 	    --event-handlers console_cohesion- summary- status- --cmake-args $$ROS_WHEELS_CMAKE_ARGS
 
-# Only timing-bound tests (marker `timing`, which every DDS test marked `ros`
-# gets) are rerun once when they miss a deadline under load (reported as R);
-# every other test fails on its first failure (test/conftest.py).
+# Every test but the long end-to-end ones (marker `slow`), on TEST_JOBS processes; `make test-slow` runs
+# those (CI runs both; `python -m pytest` alone runs the whole suite in one process). Only timing-bound
+# tests (marker `timing`, which every DDS test marked `ros` gets) are rerun once when they miss a deadline
+# under load (reported as R); every other test fails on its first failure (test/conftest.py).
 test:
-	$(ENV) && python -m pytest $(PYTEST_ARGS)
+	$(ENV) && python -m pytest -n $(TEST_JOBS) -m "not slow" $(PYTEST_ARGS)
+
+test-slow:
+	$(ENV) && python -m pytest -n $(TEST_JOBS) -m slow $(PYTEST_ARGS)
 
 # ruff (ruff.toml) over the repository, mypy (mypy.ini) over src/plan_stack; both pinned in requirements/lock.txt.
 lint:

@@ -52,7 +52,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("engines", "ingest", "rtc") else n
+                                  for n in sorted(CASES)])
 def test_benchmark_prints_a_table_and_writes_its_json_rows(name, tmp_path):
     args, columns = CASES[name]
     out = tmp_path / f"{name.replace(':', '_')}.json"
@@ -86,6 +87,7 @@ def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
     assert all(lean[n].parameters == full[n].parameters for n in lean)
 
 
+@pytest.mark.slow
 def test_train_bench_compares_one_process_with_ranks(tmp_path):
     """bench/train.py trains the recipe's target and drafter on a recorded split, one process against ranks,
     and times the heads' plan-feature pass one keyframe against several per target pass."""
@@ -113,12 +115,14 @@ def test_train_bench_compares_one_process_with_ranks(tmp_path):
     assert ratios == {"target": 1.0, "drafter": 1.0, "selection": 1.0, "features": 1.0}
 
 
+@pytest.mark.slow
 def test_decode_bench_runs_the_target_steps_both_ways_and_they_decode_the_same(tmp_path):
     """bench/decode.py with `--target-steps direct,model`: a row per decoder, output and variant, the same
     target forwards either way (the bench itself refuses variants that decode different tokens)."""
     out = tmp_path / "decode.json"
     res = subprocess.run([sys.executable, str(BENCH / "decode.py"), "--sizes", "2m", "--reps", "1",
-                          "--target-steps", "direct,model", "--text-tokens", "8", "--json", str(out)],
+                          "--target-steps", "direct,model", "--text-tokens", "8", "--speculation-probe-every", "0",
+                          "--json", str(out)],
                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     rows = json.loads(out.read_text())

@@ -16,7 +16,7 @@ from plan_stack.actions.head import FlowHead, HeadConfig, save_checkpoint
 from plan_stack.cli import main
 from plan_stack.eval.cli import parse_sets
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = pytest.mark.ros
 
 
 def test_set_parsing():
@@ -62,6 +62,7 @@ def overrides(tmp_path_factory):
             "ingest.output_size=[64, 48]", f"chunker.checkpoint={root / 'head'}", "chunker.method=hard_prefix"]
 
 
+@pytest.mark.slow
 def test_replay_report_html_and_conditions(demo, overrides, tmp_path):
     conditions = tmp_path / "conditions.yaml"
     conditions.write_text("counts.plans: {min: 1}\ntrajectories.limit_violations: {max: 0}\n"
@@ -151,6 +152,7 @@ def test_bad_arguments_exit_2(tmp_path, demo):
     assert main(["eval", str(demo), "--out", str(tmp_path), "--set", "bad"]) == 2
 
 
+@pytest.mark.slow
 def test_realtime_mode_plays_at_bag_rate_and_reports_drops(demo, overrides, tmp_path):
     out = tmp_path / "rt"
     args = ["eval", str(demo), "--out", str(out), "--mode", "realtime", "--no-pictures"]
@@ -164,6 +166,7 @@ def test_realtime_mode_plays_at_bag_rate_and_reports_drops(demo, overrides, tmp_
     assert bag["counts"]["plans"] >= 1 and bag["latency_ms"]["planner"]["count"] >= 1
 
 
+@pytest.mark.slow
 def test_record_then_eval_a_live_simulator_run(overrides, tmp_path):
     """The user's loop: `plan-stack up` a robot, `plan-stack record` it, `plan-stack eval` the bag."""
     import os

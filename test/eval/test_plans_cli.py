@@ -46,6 +46,7 @@ def test_help_of_the_model_commands(capsys):
         assert "--robot" in capsys.readouterr().out
 
 
+@pytest.mark.timing
 def test_shipped_aloha_model_gives_valid_plans_and_every_column(demos, tmp_path, capsys):
     from plan_stack.planning.model_dir import load_planner_model
 
@@ -89,6 +90,7 @@ def test_demos_annotated_at_another_keyframe_period_are_named():
     assert recording_mismatch({"data": {"recorded_with": "--width 224 --height 224"}}, kfs(1.0)) is None
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("robot", ["franka", "drive"])
 def test_shipped_franka_and_drive_models_give_valid_plans(robot, tmp_path):
     from plan_stack.planning.model_dir import load_planner_model

@@ -104,7 +104,8 @@ def test_greedy_dflash_is_identical_to_ar_inside_primitives(text_target, vl_targ
 
 def test_partial_acceptance_keeps_identity(text_target):
     """Drafts that are partly right exercise prefix acceptance; the output must still equal AR."""
-    dec = Decoder(text_target, NoisyOracle(text_target, 0.15, seed=3), DecoderConfig(budget=40))
+    always = DecoderConfig(budget=40, speculation_probe_every=0)  # every step speculates, whatever the wall time
+    dec = Decoder(text_target, NoisyOracle(text_target, 0.15, seed=3), always)
     taus = []
     for prompt in _random_prompts(text_target, 3, 11):
         ar = dec.generate(prompt, decoder="ar")
@@ -134,6 +135,7 @@ def test_identical_drafter_accepts_everything(text_target):
     assert checked >= 2
 
 
+@pytest.mark.timing
 def test_dflash_runs_ar_steps_where_its_drafter_does_not_pay_and_keeps_ars_tokens(text_target, small_drafter):
     """An untrained drafter has nearly every proposal rejected: a speculative step then costs a drafter pass and
     a block verification for about one token, more than an AR step. The schedule measures that and runs AR

@@ -1,9 +1,12 @@
 """Stage `onpolicy` of `plan-stack train`: DAgger rounds on the model just written, then the drafter fine-tune."""
 from __future__ import annotations
 
+import pytest
+
 from plan_stack.robots import PROFILES, profile
 
 
+@pytest.mark.slow
 def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_path, monkeypatch):
     """Stages target,drafter,onpolicy (tiny steps, one short drive per split, two rounds): each round keeps
     the model before it, records its split driven by it, and writes the fine-tuned model in its place."""

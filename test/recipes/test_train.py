@@ -1,6 +1,8 @@
 """`plan-stack train`: the chain refuses what it cannot train on, fine-tunes `--init-from`, and its labels."""
 from __future__ import annotations
 
+import pytest
+
 from plan_stack.robots import PROFILES, profile
 
 
@@ -54,6 +56,7 @@ def test_init_from_refuses_another_robots_model(tmp_path, capsys):
     assert "a drive model" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     """`--init-from`: the target and drafter start from the model directory, its coordinate ranges stay
     (labels beyond them are clipped and counted), and the manifest says where it came from."""

@@ -1,6 +1,7 @@
 """Diagnostics on the absolute /diagnostics topic."""
 from __future__ import annotations
 
+import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 
@@ -8,6 +9,7 @@ from plan_stack.ros.diagnostics import WARN, Diagnostics
 from plan_stack.ros.testing import executor_with, ros_context, spin_until
 
 
+@pytest.mark.ros
 def test_diagnostics_publish_on_absolute_topic():
     with ros_context() as ctx:
         node = Node("diag_src", namespace="/robot", context=ctx)

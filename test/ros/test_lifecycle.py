@@ -38,6 +38,7 @@ def test_process_with_bad_parameter_exits_2_with_message():
     assert "Traceback" not in out
 
 
+@pytest.mark.ros
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_process_stops_cleanly_on_signal(sig):
     proc = _spawn("-p", "joint_names:=[a]")

@@ -18,13 +18,14 @@ from __future__ import annotations
 import collections
 import copy
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Header, String
 
 from plan_stack.config import ConfigError
 from plan_stack.ingest.config import IngestConfig, SyncConfig
@@ -54,7 +55,7 @@ _to_time = s_to_stamp
 class IngestNode(Node):
     """Synchronises the configured cameras and joint states into Observations."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("ingest", **kwargs)
         self.sync_cfg = declare_config(self, SyncConfig)
         self.cfg = cfg = declare_config(self, IngestConfig)
@@ -111,7 +112,7 @@ class IngestNode(Node):
         t_in = time.perf_counter()
         self._on_frame(i, msg.header, lambda: self._pre.compressed(msg.data, msg.format), t_in)
 
-    def _on_frame(self, i: int, header, decode, t_in: float) -> None:
+    def _on_frame(self, i: int, header: Header, decode: Callable[[], np.ndarray], t_in: float) -> None:
         name = self.sync_cfg.camera_names[i]
         now = self._now_s()
         self._monitors[name].arrived(now)

@@ -15,6 +15,8 @@ imports.
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from plan_stack.ingest.errors import FrameError
@@ -25,7 +27,7 @@ __all__ = ["SUPPORTED_ENCODINGS", "to_rgb8", "fit", "decode_compressed", "Prepro
 SUPPORTED_ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
 
 
-def _cv2():
+def _cv2() -> ModuleType:
     try:
         import cv2
     except ImportError as exc:  # pragma: no cover - opencv is in the lock file
@@ -83,7 +85,7 @@ def fit(image: np.ndarray, width: int, height: int, mode: str = "crop") -> np.nd
     return _resize(cv2, image, width, height)
 
 
-def _resize(cv2, image: np.ndarray, width: int, height: int) -> np.ndarray:
+def _resize(cv2: ModuleType, image: np.ndarray, width: int, height: int) -> np.ndarray:
     h, w = image.shape[:2]
     if (h, w) == (height, width):
         return np.ascontiguousarray(image)
@@ -140,5 +142,5 @@ class Preprocessor:
         # A frame that needed no work still views the message buffer: own it.
         return out.copy() if not out.flags.owndata else out
 
-    def compressed(self, data, fmt: str) -> np.ndarray:
+    def compressed(self, data: bytes | bytearray | memoryview | np.ndarray, fmt: str) -> np.ndarray:
         return fit(decode_compressed(data, fmt), self.width, self.height, self.mode)

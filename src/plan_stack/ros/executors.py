@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from rclpy.context import Context
 from rclpy.executors import (
@@ -27,16 +27,18 @@ from rclpy.executors import (
     ShutdownException,
     SingleThreadedExecutor,
     TimeoutException,
+    TimeoutObject,
 )
+from rclpy.task import Task
 
 #: How long one spin waits at most for a worker to pick up what it submitted before it looks again
 #: (a shutdown or a spin timeout is noticed within this).
 PICKUP_WAIT_S = 0.05
 
 
-def _pickup_wait_s(timeout_sec) -> float:
+def _pickup_wait_s(timeout_sec: float | TimeoutObject | None) -> float:
     """PICKUP_WAIT_S, or less when the spin's own timeout (seconds or rclpy's TimeoutObject) is shorter."""
-    timeout = getattr(timeout_sec, "timeout", timeout_sec)
+    timeout = cast("float | None", getattr(timeout_sec, "timeout", timeout_sec))
     if timeout is None or timeout < 0:
         return PICKUP_WAIT_S
     return min(PICKUP_WAIT_S, float(timeout))
@@ -45,18 +47,19 @@ def _pickup_wait_s(timeout_sec) -> float:
 class ThreadedExecutor(MultiThreadedExecutor):
     """MultiThreadedExecutor without the resubmission storm (module docstring)."""
 
-    def __init__(self, num_threads: int | None = None, *, context=None) -> None:
+    def __init__(self, num_threads: int | None = None, *, context: Context | None = None) -> None:
         super().__init__(num_threads=num_threads, context=context)
         self._queued: dict[Any, threading.Event] = {}
         self._queued_lock = threading.Lock()
 
-    def _run_queued(self, handler, picked_up: threading.Event) -> None:
+    def _run_queued(self, handler: Task[None], picked_up: threading.Event) -> None:
         with self._queued_lock:
             self._queued.pop(handler, None)
         picked_up.set()
         handler()
 
-    def _spin_once_impl(self, timeout_sec=None, wait_condition: Callable[[], bool] = lambda: False) -> None:
+    def _spin_once_impl(self, timeout_sec: float | TimeoutObject | None = None,
+                        wait_condition: Callable[[], bool] = lambda: False) -> None:
         try:
             handler, _entity, _node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
         except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):

@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 from sensor_msgs.msg import Image
+from std_msgs.msg import Header
 
 __all__ = ["ImageError", "ENCODINGS", "image_to_numpy", "numpy_to_image"]
 
@@ -79,7 +80,7 @@ def image_to_numpy(msg: Image) -> np.ndarray:
     return arr
 
 
-def numpy_to_image(array: np.ndarray, encoding: str, header=None, step: int | None = None) -> Image:
+def numpy_to_image(array: np.ndarray, encoding: str, header: Header | None = None, step: int | None = None) -> Image:
     """Encode an array as an Image message; `step` pads each row when given."""
     dtype, channels = _layout(encoding)
     arr = np.asarray(array)

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import rclpy
@@ -61,7 +61,7 @@ class _StopSignals:
                 self._previous[sig] = signal.signal(sig, lambda _s, _f: self.event.set())
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
@@ -79,7 +79,7 @@ def fail(node: Node, reason: str) -> None:
 
 
 @contextlib.contextmanager
-def ros_session(args: list[str] | None = None, **kwargs: Any):
+def ros_session(args: list[str] | None = None, **kwargs: Any) -> Iterator[None]:
     """rclpy.init ... rclpy.try_shutdown, on every distribution.
 
     Kilted's `rclpy.init` also returns a context manager, Jazzy's returns

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import Executor
+from rclpy.node import Node
 
 from plan_stack.ros.executors import executor_with_threads
 
@@ -30,7 +31,7 @@ def ros_context(args: list[str] | None = None) -> Iterator[Context]:
 
 
 @contextmanager
-def executor_with(ctx: Context, *nodes, threads: int | None = None) -> Iterator[Executor]:
+def executor_with(ctx: Context, *nodes: Node, threads: int | None = None) -> Iterator[Executor]:
     """An executor spinning `nodes`; nodes are destroyed (and closed) on exit.
 
     Single-threaded unless a node asks for threads (`executor_threads`, as in
