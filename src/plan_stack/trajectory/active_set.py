@@ -13,6 +13,7 @@ ADMM (which can stall on ill-conditioned, heavily constrained horizons).
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,8 @@ class QpStatus(enum.Enum):
     MAX_ITER = "max_iter"
 
 
-def _start(H_inv, x_unc, C, lo, hi, guess):
+def _start(H_inv: np.ndarray, x_unc: np.ndarray, C: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+           guess: Any) -> Any:
     """Dual-feasible start from a guessed active set: solve its KKT system and drop
     constraints with negative multipliers until none is left (warm start)."""
     act = [int(i) for i, _ in guess]

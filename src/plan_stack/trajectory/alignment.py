@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -254,7 +255,7 @@ class Aligner:
             bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
         return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end, lead, initial)
 
-    def _measured(self, measured) -> np.ndarray:
+    def _measured(self, measured: Any) -> np.ndarray:
         """The measured (q, v, a) as one [3, D] array; raises on a wrong shape or NaN/inf."""
         D = len(self.cfg.joint_names)
         try:

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class TrajectoryError(ValueError):
     """Base error of the trajectory library: a trajectory, chunk or limit that cannot be used."""
 
 
-def interpolation_of(velocities, accelerations) -> str:
+def interpolation_of(velocities: Any, accelerations: Any) -> str:
     """`quintic` (p, v, a), `cubic` (p, v) or `linear` (p only)."""
     if velocities is not None and accelerations is not None:
         return "quintic"
@@ -54,7 +55,8 @@ def interpolation_of(velocities, accelerations) -> str:
     return "linear"
 
 
-def segment_coefficients(q0, v0, a0, q1, v1, a1, T, mode: str = "quintic") -> np.ndarray:
+def segment_coefficients(q0: Any, v0: Any, a0: Any, q1: Any, v1: Any, a1: Any, T: Any,
+                         mode: str = "quintic") -> np.ndarray:
     """Polynomial coefficients c0..c5 of segments from (q0, v0, a0) to (q1, v1, a1) in time T.
 
     Inputs [..., D] (T broadcasts as [..., 1] or a scalar); returns [..., 6, D].
@@ -86,7 +88,7 @@ def segment_coefficients(q0, v0, a0, q1, v1, a1, T, mode: str = "quintic") -> np
     return c
 
 
-def evaluate(c: np.ndarray, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def evaluate(c: np.ndarray, s: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Position, velocity, acceleration of coefficients [..., 6, D] at local time(s) s (broadcast as [..., 1])."""
     s = np.asarray(s, dtype=float)[..., None]
     c0, c1, c2, c3, c4, c5 = (c[..., k, :] for k in range(6))
@@ -223,7 +225,7 @@ class Trajectory:
         return Spline(self.stamp_s + self.times_s, self.positions, self.velocities, self.accelerations,
                       self.interpolation)
 
-    def sample(self, times) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def sample(self, times: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(q, v, a) [n, D] at absolute `times` as an interpolating controller executes it.
 
         Times on a point (within `GRID_EPS` of the grid period for grid
@@ -310,7 +312,7 @@ class Spline:
         fall = np.array([math.perm(int(k), order) for k in m], dtype=float)  # k!/(k-order)!
         return self._coef[:, order:, :] * (fall[:, None] * T[..., None] ** (m - order)[None, :, None])
 
-    def dense(self, samples_per_segment: int = 16):
+    def dense(self, samples_per_segment: int = 16) -> tuple[np.ndarray, ...]:
         """(q, v, a), each [S, D], sampled on every segment including its ends (for limit checks)."""
         d = self.positions.shape[1]
         if len(self._coef) == 0:

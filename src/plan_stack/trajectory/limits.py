@@ -23,6 +23,8 @@ import functools
 import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +74,8 @@ class Limits:
     joint_names: tuple[str, ...] = ()
 
     @classmethod
-    def for_joints(cls, joint_names, lower, upper, velocity, acceleration, jerk=None) -> Limits:
+    def for_joints(cls, joint_names: Sequence[str], lower: Any, upper: Any, velocity: Any, acceleration: Any,
+                   jerk: Any = None) -> Limits:
         """Limits of named joints ([D] each; jerk None = no jerk limit); raises LimitsError when malformed.
 
         Position bounds may be infinite (continuous joints) and equal (a joint that must not move).
@@ -103,10 +106,10 @@ class Limits:
         return bool(np.isfinite(self.j_max).any())
 
     @classmethod
-    def create(cls, dof: int, v_max, a_max, j_max, q_min=None, q_max=None) -> Limits:
+    def create(cls, dof: int, v_max: Any, a_max: Any, j_max: Any, q_min: Any = None, q_max: Any = None) -> Limits:
         """Broadcast scalars or per-joint sequences to [dof] arrays and validate them."""
 
-        def arr(name: str, value, default: float) -> np.ndarray:
+        def arr(name: str, value: Any, default: float) -> np.ndarray:
             if value is None or (np.ndim(value) == 1 and len(value) == 0):
                 return np.full(dof, default)
             a = np.asarray(value, dtype=float)
@@ -163,7 +166,7 @@ class Limits:
                       np.where(np.isfinite(self.q_min), mid + (self.q_min - mid) * factor, -np.inf),
                       np.where(np.isfinite(self.q_max), mid + (self.q_max - mid) * factor, np.inf), self.joint_names)
 
-    def subset(self, idx) -> Limits:
+    def subset(self, idx: Any) -> Limits:
         names = tuple(np.asarray(self.joint_names, dtype=object)[idx]) if self.joint_names else ()
         return Limits(self.v_max[idx], self.a_max[idx], self.j_max[idx], self.q_min[idx], self.q_max[idx], names)
 
@@ -270,7 +273,8 @@ class LimitRule:
         if not (isinstance(self.position_margin, (int, float)) and 0.0 <= self.position_margin < math.inf):
             raise LimitsError(f"position_margin: must be finite and >= 0, got {self.position_margin!r}")
 
-    def stitcher_limits(self, bridge: Limits, joint_names, discrete_joints=()) -> dict[str, tuple]:
+    def stitcher_limits(self, bridge: Limits, joint_names: Sequence[str],
+                        discrete_joints: Sequence[str] = ()) -> dict[str, tuple]:
         """Stitcher limit parameters (`StitcherConfig` field -> values) from the bridge's named limits.
 
         `v_max`, `a_max`, `j_max` hold one value per continuous joint (in `joint_names` order),

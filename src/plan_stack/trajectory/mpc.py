@@ -56,6 +56,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
+from typing import Any
 
 import daqp
 import numpy as np
@@ -196,7 +197,7 @@ class _Shape:
 
     # --- sparse state-space QP for OSQP, in scaled units (q, dt v, dt² a, dt³ j) --------
 
-    def osqp(self, settings: dict):
+    def osqp(self, settings: dict) -> Any:
         """The OSQP solver of this shape (set up on first use, then only updated)."""
         if self._osqp is None:
             N, dt = self.n, self.dt
@@ -240,7 +241,8 @@ class _Shape:
             self._osqp = solver
         return self._osqp
 
-    def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
+    def osqp_vectors(self, x0: np.ndarray, ref: np.ndarray, lim: Limits, d: int,
+                     inset: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
         """q, l, u, brake-row coefficients of joint d (x0 [3], ref [N]) in the scaled sparse form."""
         N, dt = self.n, self.dt
         s0 = np.array([x0[0], dt * x0[1], dt * dt * x0[2]])
@@ -286,7 +288,8 @@ def position_inset(n_steps: int, dt: float, lim: Limits) -> np.ndarray:
     return inset
 
 
-def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int, inset: np.ndarray):
+def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int,
+                       inset: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Condensed constraints of joint d, rows scaled by their limit: lo <= C j <= hi.
 
     Row blocks: q, v, a (after each step; N each), u (n_u), brake (v + c·a; N).
@@ -306,7 +309,7 @@ def _dense_constraints(sh: _Shape, x0: np.ndarray, lim: Limits, d: int, inset: n
     return C / big[:, None], lo / big, hi / big
 
 
-def _osqp_active_set(res, n_steps: int) -> list[tuple[int, float]]:
+def _osqp_active_set(res: Any, n_steps: int) -> list[tuple[int, float]]:
     """Active bounds from OSQP's duals (< 0: lower, > 0: upper) as condensed rows (q, v, a, j blocks)."""
     if res.y is None or not np.all(np.isfinite(res.y)):
         return []
@@ -339,7 +342,7 @@ def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, 
     return bad
 
 
-def _bounds(n: int, lim: Limits, inset: np.ndarray):
+def _bounds(n: int, lim: Limits, inset: np.ndarray) -> tuple[Any, Any, Any]:
     """(|v| then |a| bounds [2N, D], position bounds moved inward by `inset` [N, D] or None): what `_violates`
     compares the unconstrained solution with, built once per (N, limits)."""
     va = np.concatenate([np.broadcast_to(lim.v_max, (n, lim.dof)), np.broadcast_to(lim.a_max, (n, lim.dof))])
@@ -402,7 +405,8 @@ class JointMpc:
             s = self._shapes[key] = _Shape(n_steps, dt, self.weights, settle, free, block)
         return s
 
-    def _osqp_solve(self, sh: _Shape, x0, r, lim: Limits, d: int, s_unc, j_unc, inset):
+    def _osqp_solve(self, sh: _Shape, x0: np.ndarray, r: np.ndarray, lim: Limits, d: int, s_unc: Any, j_unc: Any,
+                    inset: np.ndarray) -> tuple[Any, int]:
         """OSQP on the sparse form of joint d, warm-started from the closed-form solution."""
         solver = sh.osqp(self._settings)
         qv, lo, hi, coeff = sh.osqp_vectors(x0, r, lim, d, inset)
@@ -411,7 +415,7 @@ class JointMpc:
         res = solver.solve(raise_error=False)  # status is checked below
         return res, int(res.info.iter)
 
-    def _daqp_model(self, sh: _Shape, c: float, has_q: bool):
+    def _daqp_model(self, sh: _Shape, c: float, has_q: bool) -> Any:
         """The DAQP workspace of (shape, brake coefficient, position rows): set up once."""
         N = sh.n
         key = (N, sh.dt, id(sh), c, has_q)
@@ -430,7 +434,7 @@ class JointMpc:
         return model
 
     def _daqp_joints(self, sh: _Shape, x0: np.ndarray, J: np.ndarray, lim: Limits, joints: np.ndarray,
-                     inset: np.ndarray):
+                     inset: np.ndarray) -> tuple[np.ndarray, Any, int]:
         """DAQP on the condensed problem of each joint in `joints`: jerks as simple bounds, then q (when
         bounded), v, a and brake rows in physical units. A joint's bounds are fixed rows (its limits, cached
         per shape and limits) less the free response of its start state (zero jerk), one contiguous row per
@@ -468,7 +472,7 @@ class JointMpc:
                 out[k] = J[:, joints[k]]
         return out.T, failed, int(iters)
 
-    def _daqp_data(self, sh: _Shape, lim: Limits, inset: np.ndarray):
+    def _daqp_data(self, sh: _Shape, lim: Limits, inset: np.ndarray) -> Any:
         """(DAQP workspace per joint, upper and lower bound rows [D, nu + 4N] of a start at rest at zero (jerks,
         q, v, a, brake), whether each joint has position rows [D], the row indices without them): what
         `_daqp_joints` needs that depends only on the shape and the QP's limits, built once per pair."""
@@ -489,7 +493,7 @@ class JointMpc:
             cached = self._daqp_per_joint[id(sh)] = (lim, (models, hi, lo, has_q, no_q))
         return cached[1]
 
-    def _inset_and_bounds(self, n_steps: int, dt: float, lim: Limits):
+    def _inset_and_bounds(self, n_steps: int, dt: float, lim: Limits) -> tuple[Any, Any]:
         """(`position_inset`, `_bounds`) of the QP's limits, cached per (N, dt, limits)."""
         key = (n_steps, float(dt))
         cache = self._inset_cache.get(key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
+from typing import Any
 
 import numpy as np
 from ruckig import ControlInterface, InputParameter, Result, Ruckig, RuckigError, Synchronization, Trajectory
@@ -105,7 +106,7 @@ class RuckigFilter:
         # (limits, those limits shrunk by the margin, velocity cap) of the last call
         self._scaled_cache: tuple[Limits, Limits, np.ndarray] | None = None
 
-    def _get(self, dof: int, limits: Limits, interface=ControlInterface.Position) -> _Dof:
+    def _get(self, dof: int, limits: Limits, interface: Any = ControlInterface.Position) -> _Dof:
         r = self._dofs.get(dof)
         if r is None:
             r = self._dofs[dof] = _Dof(dof)

@@ -5,6 +5,8 @@ A limit parameter is a scalar, one value per joint, or one value per joint of th
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from plan_stack.trajectory.config import StitcherConfig
@@ -13,7 +15,7 @@ from plan_stack.trajectory.limits import Limits
 __all__ = ["joint_columns", "limits_from_config", "accept_limits", "interpolation_safe", "discrete_bounds"]
 
 
-def _per_joint(value, cfg: StitcherConfig, idx: np.ndarray, n_sub: int):
+def _per_joint(value: Any, cfg: StitcherConfig, idx: np.ndarray, n_sub: int) -> Any:
     """Pick a scalar / all-joints / subset-length parameter for the joints in idx."""
     if not isinstance(value, tuple):
         return float(value)

@@ -40,7 +40,7 @@ __all__ = ["StitcherNodeConfig", "StitcherNode", "main", "trajectory_to_msg"]
 
 
 class StitcherNode(Node):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("stitcher", **kwargs)
         self.cfg = declare_config(self, StitcherConfig)
         self.node_cfg = declare_config(self, StitcherNodeConfig)
@@ -189,7 +189,7 @@ class StitcherNode(Node):
             return
         self._report_solve(level, message, values)
 
-    def _report_solve(self, level, message: str, values: dict[str, Any]) -> None:
+    def _report_solve(self, level: Any, message: str, values: dict[str, Any]) -> None:
         self._ok_report = None
         if level == OK:
             self._ok_reported_at = time.monotonic()
@@ -227,7 +227,7 @@ class StitcherNode(Node):
             except ActionCallError as exc:
                 self.diag.report("bridge", WARN, str(exc), now=True)
 
-    def _on_goal_result(self, future) -> None:
+    def _on_goal_result(self, future: Any) -> None:
         """A goal the bridge aborted (not because a newer one replaced it) was never executed."""
         res = future.result()
         result = getattr(res, "result", None)

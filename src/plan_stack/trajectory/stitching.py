@@ -33,6 +33,7 @@ import enum
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -369,7 +370,8 @@ class Stitcher:
             return None, r.message, 0
         return np.concatenate([x0[:, None], r.states], axis=1), r.message, 0
 
-    def _assemble(self, t_start, bq, bv, ba, cont, ref, S, settle: bool = False) -> Trajectory:
+    def _assemble(self, t_start: float, bq: np.ndarray, bv: np.ndarray, ba: np.ndarray, cont: np.ndarray, ref: Any,
+                  S: int, settle: bool = False) -> Trajectory:
         """Bridge rows + generated continuous rows + rate-limited discrete rows (at rest at every sample,
         so that the interpolated curve stays within the rate limit).
 

@@ -83,7 +83,7 @@ class SharedSelection:
 
     Why: while rank 0 alone decoded them, with every thread, the other ranks waited; shared by two
     one-thread ranks the driving recipe's 43 selection keyframes decode 1.64x as fast (`bench/train.py
-    --stages selection`; docs/models.md, thirty-third session)."""
+    --stages selection`; docs/results.md)."""
 
     items: Sequence[Any]
     decode: Callable[[Any, Sequence[Any]], list]
