@@ -547,7 +547,7 @@ def _aloha_q(g: Graph) -> np.ndarray | None:
 
 def _aloha_ready(g: Graph) -> bool:
     bridge = g.nodes[1]
-    return _aloha_q(g) is not None and bridge._measured is not None and g.now_s() > STALE_AFTER_S and all(
+    return _aloha_q(g) is not None and bridge.bridge.measured is not None and g.now_s() > STALE_AFTER_S and all(
         p.get_subscription_count() > 0 for p in g.pubs.values())
 
 
@@ -561,7 +561,7 @@ def _aloha_valid(g: Graph) -> None:
     """A valid ExecuteTrajectory goal (left waist +0.1 rad over 1 s) is executed and the sim follows."""
     bridge = g.nodes[1]
     with bridge._lock:
-        q0 = np.array(bridge._measured)
+        q0 = np.array(bridge.bridge.measured)
     q1 = q0.copy()
     q1[0] += 0.1
     traj = JointTrajectory(joint_names=list(bridge.names))
@@ -681,7 +681,7 @@ TARGETS = [
                   action_type=ExecuteTrajectory),
             Input("left_arm_controller/joint_trajectory", lambda g: bad_trajectory(ALOHA_ARM, g.now_s),
                   JointTrajectory, RELIABLE_QOS),
-            Input("joint_states", lambda g: bad_joint_state(g.nodes[1].state_joint_names), JointState, SENSOR_QOS),
+            Input("joint_states", lambda g: bad_joint_state(g.nodes[1].cfg.state_joint_names), JointState, SENSOR_QOS),
         ],
         reporter={"trajectory": "aloha_bridge", "execute_trajectory": "aloha_bridge",
                   "left_arm_controller/joint_trajectory": "aloha_sim", "joint_states": "aloha_bridge"},
