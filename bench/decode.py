@@ -29,7 +29,7 @@ The drafter is untrained (5 layers, width 256 unless changed): VFlash
 primitives are accepted by the schema gate regardless, while DFlash accepts
 few text proposals from an untrained drafter; τ is reported as measured.
 DFlash runs AR steps where its speculative steps cost more per token than AR's
-(`decoding.SpeculationSchedule`, learnt over the runs of one target);
+(`speculation.SpeculationSchedule`, learnt over the runs of one target);
 `--speculation-probe-every 0` speculates everywhere, as the paper.
 
     python bench/decode.py [--sizes 9m,40m] [--reps 5] [--threads 1] [--json out.json]

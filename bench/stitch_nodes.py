@@ -1,13 +1,14 @@
 """The stitcher as the graph runs it: its node over DDS (`run_dds`) and its bridge's decisions (`run_bridge`).
 
-Used by `bench/stitch.py --suite dds` and `--suite bridge`; the chunks are `stitch_binding`'s rough workload.
+Used by `bench/stitch.py --suite dds` and `--suite bridge`; the chunks are the rough workload of
+`stitch_workloads.py`.
 """
 from __future__ import annotations
 
 import time
 
 import numpy as np
-from stitch_binding import DT, ChunkSource  # bench/stitch_binding.py: the workloads
+from stitch_binding import DT, ChunkSource  # stitch_workloads.py's, as bench/stitch_binding.py imports them
 
 from plan_stack.trajectory.alignment import Chunk
 from plan_stack.trajectory.config import StitcherConfig

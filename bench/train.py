@@ -13,7 +13,7 @@ teacher-forced target pass of the annotated responses) of the shipped model over
 ratio is to the first batch size.
 
 Stage `selection`: the target's checkpoint-selection decodes (greedy AR on `--selection-keyframes`
-keyframes, `training_target.SharedSelection`) of the shipped model (`--model`), shared by the ranks or
+keyframes, `planning.training.target.SharedSelection`) of the shipped model (`--model`), shared by the ranks or
 decoded by one process with every thread; one training step at learning rate 0 first, so every run
 decodes the same weights. There "steps" are keyframes decoded.
 

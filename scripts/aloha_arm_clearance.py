@@ -4,9 +4,10 @@
     python scripts/aloha_arm_clearance.py BAGS --json OUT.json
 
 Why: a guard against arm collisions would refuse trajectories whose commanded poses bring the grippers into
-each other, and its threshold must come from validation seeds, not the held-out ones (docs/closed_loop.md).
+each other, and its threshold must come from validation seeds, not the held-out ones
+(docs/decisions/0007-aloha-protective-stop.md).
 The controller commands of each bag are replayed through the same followers as the simulated controllers
-(`closed_loop.replay`), every `--dt` s the arms are set to the commanded reference
+(`eval.episodes.command_replay`), every `--dt` s the arms are set to the commanded reference
 (`AlohaSim.set_joint_positions`), and the smallest signed distance between a left and a right gripper or
 finger geom is kept (MuJoCo `mj_geomDistance`; negative = interpenetration).
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One prepared run for a lent GPU machine (docs/engines.md, "CUDA, measured"): the CUDA tests
-# (test/engines/test_cuda.py), held-out plan accuracy and decode speed per decoder on CUDA in float32 and
+# One prepared run for a lent GPU machine (docs/engines.md, "Commands"; figures: docs/results.md, "On a
+# GPU"): the CUDA tests (test/engines/test_cuda.py), held-out plan accuracy and decode speed per decoder on CUDA in float32 and
 # bfloat16 (keyframe packs written here by scripts/keyframe_pack.py: the machine has no bag reader), and the
 # decode benchmark up to a Qwen3-VL-2B-sized target. Results under ${RESULTS:-out/gpu}.
 #

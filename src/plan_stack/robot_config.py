@@ -211,7 +211,7 @@ def load_robot_config(robot_or_path: str | os.PathLike, use_sim_time: bool | Non
 
 
 def _derive_limits(spec: NodeSpec, rule: dict, nodes: dict[str, NodeSpec]) -> None:
-    """Fill a stitcher's limit parameters from its bridge's limits (docs/trajectory.md, "Limits")."""
+    """Fill a stitcher's limit parameters from its bridge's limits (docs/trajectory.md, "Limits from the bridge")."""
     from plan_stack.trajectory.limits import LimitRule
 
     where = f"nodes.{spec.name}.limits_from"

@@ -1,8 +1,8 @@
 """On a GPU, the models plan, act and train on CUDA as they do on the CPU.
 
 Skipped where torch sees no GPU (CI, the development machines); `scripts/gpu_check.sh` runs them on a lent
-GPU machine, and docs/engines.md holds what they found there. The CPU is the reference: float32 on CUDA must
-decode the same primitives and act within float round-off; bfloat16 must still give valid plans.
+GPU machine, and docs/results.md ("On a GPU") holds what they found there. The CPU is the reference: float32
+on CUDA must decode the same primitives and act within float round-off; bfloat16 must still give valid plans.
 """
 from __future__ import annotations
 

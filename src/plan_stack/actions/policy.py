@@ -75,7 +75,7 @@ class ChunkPolicy:
         self.num_steps = num_steps or head.cfg.num_steps
         if engine is not None and self.method is Method.TEST_TIME_VJP:
             raise ActionsError("test_time_vjp guidance needs autograd through the head: use backend torch")
-        #: an exported flow step (`engines.EngineSet.flow_step`) in place of the PyTorch velocity model
+        #: an exported flow step (`engines.runtime.EngineSet.flow_step`) in place of the PyTorch velocity model
         self.engine = engine
         self.fast = (fast and engine is None and self.method is not Method.TEST_TIME_VJP and self.device.type == "cpu"
                      and dtype == torch.float32)

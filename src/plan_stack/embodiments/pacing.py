@@ -55,7 +55,7 @@ class RealTimePace:
     `max_catch_up_s` of wall time; further behind, it re-anchors instead. Catching up is a burst of sim time
     run faster than the factor, and every command then in flight between the stack's processes ages by as
     much sim time while it is delivered: a 0.5 s burst turned trajectories sent with a 0.1 s lead into
-    joins 0.3 s in the past (docs/closed_loop.md).
+    joins 0.3 s in the past (docs/decisions/0013-planner-own-process-and-priorities.md).
     """
 
     def __init__(self, real_time_factor: float, max_catch_up_s: float, sim_s: float,

@@ -1,7 +1,7 @@
 """`plan-stack eval-head`: closed-loop success of action heads alone, in the simulator, without ROS.
 
 For every recorded episode in `--demos` (record-demos; its seed places the
-cube), each head drives a fresh simulator of that seed (`closed_loop.head_eval`)
+cube), each head drives a fresh simulator of that seed (`eval.heads.rollout`)
 conditioned on `--plans`: `annotated` (the episode's annotated plans through
 the frozen target: the head's share of a closed-loop failure) or a decoder
 (`vflash`, `ar`, `dflash`: the planner on the live camera image every

@@ -45,7 +45,7 @@ class Prediction:
     gate_fallback: int = 0
     gate_implausible: int = 0
     gate_check_ms: float = 0.0
-    spec_skipped: int = 0  # DFlash steps run as AR steps where speculation did not pay (decoding.SpeculationSchedule)
+    spec_skipped: int = 0  # DFlash steps run as AR steps where speculation did not pay (SpeculationSchedule)
     tokens: tuple[int, ...] = ()
     primitive_ms_by_kind: dict[str, float] = dataclasses.field(default_factory=dict)
 

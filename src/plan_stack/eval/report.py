@@ -1,6 +1,6 @@
 """Metrics of one replay (its outputs bag, the input bag's annotation) and the JSON / HTML reports.
 
-Every metric is a `metrics.summarize` object (count, mean, min, max, p50,
+Every metric is a `replay_metrics.summarize` object (count, mean, min, max, p50,
 p95, p99). What could not be computed is listed under `not_computed` with the
 reason (no annotation, no plans, no limits...), never reported as an empty
 number.

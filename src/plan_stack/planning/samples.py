@@ -80,7 +80,7 @@ def response_tokens(target: Any, kf: Keyframe, spec: LearningSpec,
 
 
 def make_sample(model: Any, kf: Keyframe, spec: LearningSpec, images: Sequence[np.ndarray] | None = None):
-    """A `planning.training.Sample` of `kf` for a `PlannerModel` (its manifest's ranges and prompt)."""
+    """A `planning.training.drafter.Sample` of `kf` for a `PlannerModel` (its manifest's ranges and prompt)."""
     from plan_stack.planning.training.drafter import Sample
 
     frames = [list(kf.images if images is None else images)]

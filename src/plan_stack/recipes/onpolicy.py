@@ -94,7 +94,7 @@ def final_drafter_fine_tune(args: argparse.Namespace, recipe: Recipe, out: Path,
     rounds. Skipped under --resume when the manifest in `out` has it.
 
     Why: a round's 600 drafter steps left driving VFlash worse than AR on validation keyframes (6.90 cm against
-    6.52); 1,800 more made it 6.40, and held-out 7.89 against AR's 9.28 (docs/models.md). The shipped
+    6.52); 1,800 more made it 6.40, and held-out 7.89 against AR's 9.28 (docs/models.md, "Recipe", stage 3). The shipped
     driving model was made that way by hand; `make train` now makes it the same way."""
     import shutil
 

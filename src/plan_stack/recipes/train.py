@@ -16,8 +16,8 @@ Stages (each resumable, each seeded, each with a tqdm bar):
    so far (`--init-from`); after the last round the drafter alone trains
    `onpolicy_final_drafter_steps` more (`final_drafter_fine_tune`).
 
-Action heads on the target's plan features are trained by
-`plan-stack train-action-head --planner DIR` (stage `heads` runs it here).
+Action heads on the target's plan features are trained by stage `heads`
+(`recipes.heads.train_heads`, with the trainer of `actions.train`).
 Work files (optimiser states) live in `--work`; `--resume` continues from
 them and refuses a different data set unless `--force-resume`.
 

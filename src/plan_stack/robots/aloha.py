@@ -22,7 +22,8 @@ ALOHA = RobotProfile(
         reports_reward=True, recorder_only_options=("perturb",)),
     # the checkpoint is chosen on validation AR ADE every `eval_every` steps
     # heads: every train episode, noise on the input state, 3,000 steps: closed-loop success of the plain head
-    # on the tuning seeds (eval-head, annotated plans) went 0 -> 43-57 % (docs/closed_loop.md)
+    # on the tuning seeds (eval-head, annotated plans) went 0 -> 43-57 %
+    # (docs/decisions/0008-aloha-plain-head-deterministic-chunks.md)
     # target: ~2.8 epochs of the 500 train + ~110 successful recovery episodes (planner only). 500 train
     # episodes, not 165: the model overfitted 165 cube positions; with 500 and 1,800 steps
     # validation AR ADE went 1.57 -> 0.30 cm (docs/models.md)
@@ -39,6 +40,6 @@ ALOHA = RobotProfile(
     splits={"train": (0, 500), "val": (200000, 40), "heldout": (100000, 40), "recovery": (400000, 120)},
     # `recovery`: the expert pushed off its path and recovering (`expert.recovery_pulses`); without it
     # the planner, which saw the arm only on the expert's path, read the target's place from the arm's pose
-    # and its plans drifted in closed loop (docs/closed_loop.md).
+    # and its plans drifted in closed loop (docs/closed_loop.md, "Assumptions and known limits").
     planner_extra_splits={"recovery": ("--perturb", "0.1")},
 )

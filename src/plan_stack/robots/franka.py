@@ -18,7 +18,7 @@ FRANKA = RobotProfile(
         recorder_only_options=("miss", "pick_only")),
     # ALOHA's recipe (8 px patches, localisation loss on the cube, heads on every train episode with
     # state noise: 0.05 rad on the joints, 5 mm on the gripper width); the 300-step target and heads on 20
-    # episodes x 200 steps it replaces placed 0 of 3 cubes through the graph (docs/closed_loop.md)
+    # episodes x 200 steps it replaces placed 0 of 3 cubes through the graph
     # target: 1,800 steps on train + pick (4,000 + ~7,000 keyframes)
     # drafter: 1,800 steps on 24-token text blocks, as ALOHA's: the response's text segments are 27-38 and
     # 21 tokens; the 900-step drafter on 16-token blocks placed held-out plans worse than AR (docs/models.md)

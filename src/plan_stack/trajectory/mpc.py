@@ -330,7 +330,7 @@ def _violates(S: np.ndarray, J: np.ndarray, lim: Limits, c: np.ndarray, n: int, 
     """Joints [D] whose states S [3N, D] or jerks J [N, D] leave the box (or the brake condition).
 
     `bounds` = (|v|, |a| bounds stacked [2N, D], lower and upper position bounds [N, D] (the inset applied;
-    None without position limits)), as `JointMpc._bounds` caches them."""
+    None without position limits)), as `JointMpc._inset_and_bounds` caches them."""
     va, q_lo, q_hi = bounds
     v, a = S[n:2 * n], S[2 * n:]
     bad = (np.abs(S[n:]) > va).any(0)

@@ -169,7 +169,7 @@ class StitcherNode(Node):
         # the lead less the samples of the trajectory being executed that the stitcher put inside it
         self.start.on_published(header_stamp_ns(result.trajectory, self._epoch_ns, result.lead_s) - self._epoch_ns,
                                 now_s)
-        if self._bridge is None:  # the topic only: serialized from the arrays (docs/trajectory.md, Over DDS)
+        if self._bridge is None:  # the topic only: serialized from the arrays (docs/trajectory.md, "Inner workings")
             self.pub.publish(trajectory_to_cdr(result.trajectory, self._epoch_ns, lead_s=result.lead_s))
         else:
             out = trajectory_to_msg(result.trajectory, self._epoch_ns, lead_s=result.lead_s)

@@ -1,11 +1,11 @@
 """A short closed-loop episode of the whole graph over DDS: sim -> ingest -> planner -> chunker -> stitcher ->
-bridge -> sim, with the shipped ALOHA models, each node in its own process (`closed_loop.episode`).
+bridge -> sim, with the shipped ALOHA models, each node in its own process (`eval.episodes.episode`).
 
 Tiny budget: 2 s of sim time, paced to the stack, held-out seed. Checks that the chain moves the robot
 within limits: plans, chunks and trajectories flow, the bridge accepts trajectories, no published
 trajectory breaks a limit, and the arms moved. Success is not asserted (that is a measurement:
-docs/closed_loop.md). The episode is recorded as `make demo` records it, and the bag must hold the
-simulator's best-effort camera frames; replayed on the rig (`closed_loop.replay`), its commands must give the
+docs/results.md). The episode is recorded as `make demo` records it, and the bag must hold the
+simulator's best-effort camera frames; replayed on the rig (`eval.episodes.command_replay`), its commands must give the
 joint speeds the run measured.
 """
 from __future__ import annotations

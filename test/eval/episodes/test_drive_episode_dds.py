@@ -1,11 +1,11 @@
 """A short closed-loop driving episode over DDS through config/drive.yaml: drive_sim -> ingest -> planner ->
 drive_bridge -> drive_sim (its follower), with the shipped models/drive, each node in its own process and
-ROS domain (`closed_loop.episode`), paced to the stack exactly as `run-episodes` paces it.
+ROS domain (`eval.episodes.episode`), paced to the stack exactly as `run-episodes` paces it.
 
 Tiny budget: 3 s of sim time, held-out seed. Checks that the simulator's clock runs under pacing (the graph
 has no chunker: a chunk gate would hold sim time at 0 for ever), that observations become plans and
 plans become drive trajectories, timed end to end. Safe driving is not asserted (a measurement,
-docs/closed_loop.md).
+docs/results.md).
 """
 from __future__ import annotations
 

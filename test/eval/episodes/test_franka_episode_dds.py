@@ -1,11 +1,11 @@
 """A short closed-loop Franka episode over DDS through config/franka.yaml: franka_sim -> ingest -> planner ->
 chunker -> stitcher -> franka_bridge -> franka_sim, with the shipped models/franka (planner and action head),
-each node in its own process and ROS domain (`closed_loop.episode`).
+each node in its own process and ROS domain (`eval.episodes.episode`).
 
 Tiny budget: 2 s of sim time, paced to the stack, held-out seed. Checks that an observation becomes a plan,
 plan features, a chunk and a trajectory that franka_bridge accepts and sends to the arm controller, that no
 published trajectory breaks the bridge's limits (units and channels of the stitcher and the bridge agree),
-and that the arm moved. Success is not asserted (a measurement, docs/closed_loop.md).
+and that the arm moved. Success is not asserted (a measurement, docs/results.md).
 """
 from __future__ import annotations
 

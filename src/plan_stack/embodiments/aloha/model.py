@@ -21,8 +21,8 @@ edited):
   0.7 x critical (`SERVO_DAMPING`). gym-aloha's servos are proportional only
   and ring: the wrists (kp 10 / 50 / 20 on links of 0.7-5.7 g·m²) at
   13-27 Hz, where a commanded acceleration step made the measured speed
-  overshoot the commanded one by up to 40 % (docs/closed_loop.md, the replay
-  of seed 100015); the waist, shoulder and elbow (kp 800 / 1600 / 800 on
+  overshoot the commanded one by up to 40 % (the replay of seed 100015,
+  docs/decisions/0005-aloha-servo-damping.md); the waist, shoulder and elbow (kp 800 / 1600 / 800 on
   53-111 g·m²) at about 20 Hz, where a fast swing (2.6 rad/s commanded)
   overshot to 3.6 rad/s (validation seed 200030, 2026-12-05). Both were over
   the URDF's velocity limit while every published trajectory was inside it.

@@ -142,7 +142,7 @@ class AlohaSim:
         """(left geom, right geom, normal force N) of every contact between the two arms now. A handover's
         fingers may touch lightly (the scripted expert never touches); a plan that drives the grippers into each
         other presses with ~100 N and more, and the impulse drives the wrist servos far past their speed limit
-        (docs/closed_loop.md)."""
+        (docs/decisions/0007-aloha-protective-stop.md)."""
         if self.data.ncon == 0:
             return []
         pairs = self.data.contact.geom  # [ncon, 2] geom ids (arrays: no Python object per contact)
@@ -186,7 +186,7 @@ class AlohaSim:
 class RigControllers:
     """The rig's joint trajectory controllers: one follower (JTC semantics) per controller of
     `ARM_CONTROLLER_JOINTS`, holding the start pose until a trajectory arrives. The simulator node feeds them
-    from DDS, `closed_loop.replay` from a bag; both step the physics on `command(t)`."""
+    from DDS, `eval.episodes.command_replay` from a bag; both step the physics on `command(t)`."""
 
     def __init__(self) -> None:
         from plan_stack.embodiments.aloha.bridge import ARM_CONTROLLER_JOINTS

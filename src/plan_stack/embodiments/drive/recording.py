@@ -123,10 +123,10 @@ class DriveRecordOptions:
 
 #: recovery pushes: the first starts after PUSH_FIRST_S (the car is up to speed), then one every PUSH_GAP_S
 #: (uniform [min, max], onset to onset), each a half-sine steering offset lasting PUSH_HOLD_S (uniform).
-#: Why: through the graph the car drifted 0.3-1 m off its lane centre before it failed (docs/closed_loop.md).
-#: The follower fights each push, so it takes a std near 0.1 rad to reach that: measured against the same
-#: seeds driven unpushed (3-6 seeds each), std 0.04 moved the car at most 0.1-0.4 m, 0.08 at most 0.2-0.75 m
-#: and 0.12 at most 0.4-1.2 m (heading up to 0.05-0.2 rad).
+#: Why: through the graph the car drifted 0.3-1 m off its lane centre before it failed
+#: (docs/decisions/0001-driving-on-policy-rounds.md). The follower fights each push, so it takes a std near
+#: 0.1 rad to reach that: measured against the same seeds driven unpushed (3-6 seeds each), std 0.04 moved the
+#: car at most 0.1-0.4 m, 0.08 at most 0.2-0.75 m and 0.12 at most 0.4-1.2 m (heading up to 0.05-0.2 rad).
 PUSH_FIRST_S = 3.0
 PUSH_GAP_S = (4.0, 7.0)
 PUSH_HOLD_S = (0.6, 1.4)
@@ -155,9 +155,10 @@ def recovery_pushes(seed: int, duration_s: float, std_rad: float) -> list[Steeri
 #: pose jumps of a displacement demonstration: the first after PUSH_FIRST_S, then one every JUMP_GAP_S
 #: (uniform [min, max]), each at a replanning instant (the expert plans from the moved pose at once).
 #: Why: the planner's closed-loop failures start off the lane centre with the car heading for the road's edge
-#: (3-12 deg, docs/closed_loop.md), and at such keyframes its plans went straight on or the wrong way (the
-#: lateral offset it planned 8 m ahead was 0.02-0.21 of the expert's in the last 5 s before 12 failures of
-#: round 4's on-policy drives); steering pushes rarely reach these states because the follower fights them.
+#: (3-12 deg; docs/decisions/0001-driving-on-policy-rounds.md), and at such keyframes its plans went straight on
+#: or the wrong way (the lateral offset it planned 8 m ahead was 0.02-0.21 of the expert's in the last 5 s before
+#: 12 failures of round 4's on-policy drives); steering pushes rarely reach these states because the follower
+#: fights them.
 JUMP_GAP_S = (2.0, 4.0)
 #: no jump with an obstacle nearer ahead than this: the expert needs about a lane change's length (25 m) to
 #: pass one from an unexpected pose (with no such rule 4 of 20 displaced drives collided)

@@ -114,7 +114,7 @@ def missed_grasp_offset(sim: FrankaSim, cfg: ExpertConfig, seed: int, distance_m
 
     The offset is across the fingers' closing direction (a finger never lands on the cube), `distance_m`
     to 1.5 x `distance_m` long, turned by up to 20 degrees, either side; seeded by the episode's seed.
-    This is the failure the learned stack showed in closed loop (docs/closed_loop.md): a recovery
+    This is the failure the learned stack showed in closed loop (docs/decisions/0012-franka-pick-split.md): a recovery
     demonstration starts from it.
     """
     import mujoco

@@ -4,7 +4,7 @@
     plan-stack run-episodes --robot aloha --seeds 100000-100004 --gt-plans --json out/gt.json
 
 One episode per seed, one after the other (each its own process set and ROS
-domain: `closed_loop.episode`); a tqdm bar shows the episodes, the sim time
+domain: `eval.episodes.episode`); a tqdm bar shows the episodes, the sim time
 of the running one and the successes so far. The JSON file holds
 `{"episodes": [row, ...], "summary": {...}}` and is rewritten after every
 episode, so an interrupted run keeps what it measured. Exit status 0 when

@@ -4,7 +4,7 @@
 
 Why: a measured-state limit violation of a closed-loop episode (`run-episodes`, `make demo`) depends on
 the timing of that run and seldom repeats when the seed is run again. The bag of the run
-(`make demo`, `closed_loop.demo`) holds every trajectory the bridge sent to the simulated controllers; fed
+(`make demo`, `eval.episodes.demo`) holds every trajectory the bridge sent to the simulated controllers; fed
 to the same followers (`TrajectoryFollower`, JTC semantics) at the sim time the recorder received them, on
 the same seed's scene, the physics repeats the run's joint motion deterministically (measured: seed
 100015's right `wrist_rotate` at 3.54 rad/s at 5.50 s in the run, 3.54 rad/s at 5.504 s in the replay). Model
@@ -15,10 +15,10 @@ shoulder and elbow; the figures above were measured on it).
 
 Reports, per arm joint, the peak speed at the physics rate (2 ms) and on the joint-state grid, the time of
 the peak and how many physics steps were over `STATE_VELOCITY_FACTOR` x the URDF velocity limit (the
-check of `closed_loop.episode`), the peak tracking error |reference - measured| (what `aloha_bridge`'s
+check of `eval.episodes.tally`), the peak tracking error |reference - measured| (what `aloha_bridge`'s
 protective stop compares with `collision_tracking_error`), the arms' contact (geoms) when the peak came
-within `CONTACT_WINDOW_S` of the two arms touching (a collision's impulse, not control: docs/closed_loop.md,
-2026-12-04), and the same peaks from the bag's `/joint_states` for comparison.
+within `CONTACT_WINDOW_S` of the two arms touching (a collision's impulse, not control:
+docs/decisions/0007-aloha-protective-stop.md), and the same peaks from the bag's `/joint_states` for comparison.
 """
 from __future__ import annotations
 

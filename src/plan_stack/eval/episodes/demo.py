@@ -2,7 +2,7 @@
 
     python -m plan_stack.eval.episodes.demo --robot aloha --out out/demo [--seed 100000] [--rtf 0.25]
 
-One closed-loop episode of the full graph (`closed_loop.episode`: simulator, bridge, ingest,
+One closed-loop episode of the full graph (`eval.episodes.episode`: simulator, bridge, ingest,
 planner, chunker, stitcher, each in its own process; nothing scripted in the loop) on a held-out
 seed, recorded whole into `OUT/closed_loop_<robot>_<seed>/` (rosbag2 MCAP). Afterwards:
 
@@ -12,7 +12,7 @@ seed, recorded whole into `OUT/closed_loop_<robot>_<seed>/` (rosbag2 MCAP). Afte
   planned from (`plan_stack.viz.render`), a few spread over the episode;
 * `OUT/closed_loop_<robot>_<seed>_episode.json`: the episode row (success, counts, latency by stage).
 
-Prints `SUCCESS` or `FAILURE` with the success criterion (`closed_loop.criterion`); exit status 0 on
+Prints `SUCCESS` or `FAILURE` with the success criterion (`eval.episodes.criterion`); exit status 0 on
 success, 1 on failure, 2 when the episode could not run.
 """
 from __future__ import annotations

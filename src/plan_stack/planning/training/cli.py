@@ -3,7 +3,7 @@
 The target is a local checkpoint directory (`--target`) or, for a quick
 self-contained run, a tiny random Qwen3 / Qwen3-VL built from a config
 (`--tiny text|vl`, saved to OUT/target so the drafter stays paired with it).
-Training data are synthetic annotated primitives (`training.synthetic_samples`).
+Training data are synthetic annotated primitives (`training.drafter.synthetic_samples`).
 """
 from __future__ import annotations
 

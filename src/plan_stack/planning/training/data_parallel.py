@@ -5,13 +5,13 @@ N one-thread processes that average their gradients scale better, most of all on
 runs the frozen target once per sample (batch 1: small products and Python that threads cannot share).
 Measured on the 2-core machine, driving recipe, 9,760 keyframes, side by side (`bench/train.py`): two
 one-thread ranks against one process with two threads, target 2.84 against 2.40 steps/s (1.18x), drafter
-3.73 against 2.64 (1.41x); docs/models.md, "Data-parallel training".
+3.73 against 2.64 (1.41x); docs/decisions/0006-data-parallel-forked-ranks.md.
 
 How: every rank takes its share of the same global batch, and the gradients (and the loss, for the log) are
 averaged before the optimiser step, so all ranks step alike and hold identical weights. The ranks are
 forked once the data is loaded, so they share it copy-on-write, and the calling process is rank 0: its
 model is the one trained, and only it scores, saves and shows progress (a selection's decodes the ranks
-may share: `Ranks.gather`, `training_target.SharedSelection`). The other ranks exit when the training
+may share: `Ranks.gather`, `planning.training.target.SharedSelection`). The other ranks exit when the training
 function returns. The processes talk through gloo over the loopback interface; nothing leaves
 the machine.
 """

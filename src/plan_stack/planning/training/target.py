@@ -83,7 +83,7 @@ class SharedSelection:
 
     Why: while rank 0 alone decoded them, with every thread, the other ranks waited; shared by two
     one-thread ranks the driving recipe's 43 selection keyframes decode 1.64x as fast (`bench/train.py
-    --stages selection`; docs/results.md)."""
+    --stages selection`; docs/decisions/0006-data-parallel-forked-ranks.md)."""
 
     items: Sequence[Any]
     decode: Callable[[Any, Sequence[Any]], list]
@@ -97,10 +97,11 @@ class LocateHead(torch.nn.Module):
     """Auxiliary head, used in training only: the object's centre from the target's image tokens.
 
     The LM loss alone never taught a from-scratch vision tower where the cube is (every trained target gave one
-    answer for 20 cube positions; docs/closed_loop.md). This head reads the merged image tokens the LLM sees:
-    a softmax over tokens says which one holds the object, a bounded offset places it inside that token, and
-    the squared error to the annotated centre trains the tower directly. Soft-argmax keeps it translation-
-    equivariant, so it generalises to positions between the training ones.
+    answer for 20 cube positions; docs/decisions/0016-localisation-loss-and-decoded-selection.md). This head
+    reads the merged image tokens the LLM sees: a softmax over tokens says which one holds the object, a
+    bounded offset places it inside that token, and the squared error to the annotated centre trains the tower
+    directly. Soft-argmax keeps it translation-equivariant, so it generalises to positions between the
+    training ones.
     """
 
     def __init__(self, width: int):
