@@ -7,6 +7,7 @@ from plan_stack.robots import PROFILES, profile
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # records two drives and fine-tunes twice on the CPU: about 65 s alone, minutes when loaded
 def test_the_onpolicy_rounds_record_with_the_latest_model_and_fine_tune_it(tmp_path, monkeypatch):
     """Stages target,drafter,onpolicy (tiny steps, one short drive per split, two rounds): each round keeps
     the model before it, records its split driven by it, and writes the fine-tuned model in its place."""

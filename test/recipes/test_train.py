@@ -57,6 +57,7 @@ def test_init_from_refuses_another_robots_model(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # trains and records on the CPU: about 20-140 s, longer on a loaded machine
 def test_init_from_fine_tunes_the_shipped_model_keeping_its_ranges(tmp_path):
     """`--init-from`: the target and drafter start from the model directory, its coordinate ranges stay
     (labels beyond them are clipped and counted), and the manifest says where it came from."""
