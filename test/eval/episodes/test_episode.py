@@ -101,6 +101,62 @@ def test_a_killed_runner_leaves_no_node_process(tmp_path, sig):
             p.kill()
 
 
+_CLOSE_UNDER_TRAFFIC = """
+import os, sys, threading, time
+import rclpy
+from rclpy.context import Context
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from plan_stack.eval.episodes.episode import EpisodeOptions, _Monitor, episode_config
+from plan_stack.robots import profile
+from plan_stack.ros.qos import RELIABLE_QOS
+
+domain, out = int(os.environ["ROS_DOMAIN_ID"]), sys.argv[2]
+for k in range(int(sys.argv[1])):
+    opts = EpisodeOptions("aloha", 0, bag=os.path.join(out, f"bag{k}"))
+    monitor = _Monitor(opts, profile("aloha"), domain, episode_config(opts))
+    monitor.start_recording()
+    ctx = Context()
+    rclpy.init(args=[], context=ctx, domain_id=domain)
+    cameras = Node("cameras", context=ctx)
+    pubs = [cameras.create_publisher(Image, f"/cameras/{c}/image_raw", RELIABLE_QOS) for c in ("cam_high", "cam_low")]
+    image = Image(height=1080, width=1920, encoding="rgb8", step=5760, data=bytes(1920 * 1080 * 3))
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            for pub in pubs:
+                pub.publish(image)
+
+    flooding = threading.Thread(target=flood)
+    flooding.start()
+    time.sleep(1.5)
+    monitor.close()  # while the frames still arrive, as when an episode ends
+    stop.set()
+    flooding.join()
+    assert monitor.spin_error is None, monitor.spin_error
+    cameras.destroy_node()
+    rclpy.shutdown(context=ctx)
+"""
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_monitor_closes_under_traffic_without_an_unretrieved_task_error(tmp_path):
+    """The demo's shutdown path: run_episode closes its monitor (observer node, bag recorder, ThreadedExecutor)
+    while messages still arrive. A callback picked up just before the close used to finish after rclpy had
+    destroyed the executor's guard condition, and its task's InvalidHandle was printed when the process
+    exited: "The following exception was never retrieved: cannot use Destroyable because destruction was
+    requested" (4 to 6 of 10 closes here before the fix)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CLOSE_UNDER_TRAFFIC, "10", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300.0)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "never retrieved" not in done.stderr and "Destroyable" not in done.stderr, done.stderr[-3000:]
+
+
 @pytest.mark.ros
 def test_start_up_probe_resends_a_call_whose_reply_was_lost(monkeypatch):
     """A node's first list_parameters reply never arrives (as when rmw drops it on a loaded machine):

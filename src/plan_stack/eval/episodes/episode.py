@@ -465,12 +465,17 @@ class _Monitor:
         return out
 
     def close(self) -> None:
+        """Stop observing: the spin thread first, then the executor (which lets the callbacks still in flight
+        finish before it releases anything: `ThreadedExecutor.shutdown`), then the extra nodes and the context."""
         self._spinning = False
         self.thread.join(timeout=5.0)
         try:
             self.executor.shutdown(timeout_sec=5.0)
         except Exception:
             pass
+        late = self.executor.late_errors
+        if late and self.spin_error is None:  # a callback that finished after the last spin raised
+            self.spin_error = f"{type(late[0]).__name__}: {late[0]}"
         for n in self.extra_nodes:
             close = getattr(n, "close", None)
             if callable(close):
