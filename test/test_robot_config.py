@@ -89,6 +89,29 @@ def test_mixed_integer_and_float_lists_become_floats_and_use_sim_time_overrides(
     assert load_robot_config(path, use_sim_time=False).nodes[0].parameters["use_sim_time"] is False
 
 
+@pytest.mark.parametrize("robot, bridge, parameter, value, problem", [
+    ("aloha", "aloha_bridge", "velocity_scale", "fast", "expected a number, got 'fast'"),
+    ("aloha", "aloha_bridge", "acceleration_limits", [1.0, 2.0], "expected 1 or 14 values, got 2"),
+    ("aloha", "aloha_bridge", "urdf_path", "/no/such.urdf", "no such file '/no/such.urdf'"),
+    ("franka", "franka_bridge", "watchdog_timeout", "soon", "expected a number, got 'soon'"),
+])
+def test_a_bad_bridge_parameter_read_by_limits_from_names_the_bridge_and_the_parameter(
+        tmp_path, robot, bridge, parameter, value, problem):
+    """The stitcher's `limits_from` reads the bridge's parameters first: an error in them is the bridge's entry,
+    not the stitcher's (both through load_robot_config and through `plan-stack up`)."""
+    import yaml
+
+    raw = yaml.safe_load((config_dir() / f"{robot}.yaml").read_text())
+    raw["nodes"][bridge]["parameters"][parameter] = value
+    path = _write(tmp_path, yaml.safe_dump(raw))
+    expected = f"nodes.{bridge}.parameters.{parameter}: {problem} (read by nodes.stitcher.limits_from)"
+    with pytest.raises(ConfigError) as info:
+        load_robot_config(path)
+    assert str(info.value) == expected
+    res = _up(str(path))
+    assert res.returncode == 2 and res.stderr.strip() == f"plan-stack up: {expected}"
+
+
 @pytest.mark.parametrize("robot", ["aloha", "franka", "drive"])
 def test_ingest_makes_the_images_the_shipped_planner_model_was_trained_on(robot):
     """A model shipped at another image size needs its config changed with it (driving: 112 -> 80 px)."""

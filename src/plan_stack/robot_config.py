@@ -34,11 +34,11 @@ from typing import Any
 
 import yaml
 
-from plan_stack.config import ConfigError
-from plan_stack.embodiments.registry import joint_limits
+from plan_stack.config import ConfigError, field_kinds
+from plan_stack.embodiments.registry import joint_limits, load
 from plan_stack.executables import NODES
 from plan_stack.paths import find_data
-from plan_stack.robots import profile_of_bridge
+from plan_stack.robots import RobotProfile, profile_of_bridge
 
 __all__ = ["NodeSpec", "RobotConfig", "config_dir", "load_robot_config", "resolve_config_path", "ros_parameter_files"]
 
@@ -228,8 +228,11 @@ def _derive_limits(spec: NodeSpec, rule: dict, nodes: dict[str, NodeSpec]) -> No
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key (known: bridge, {', '.join(sorted(known))})")
     try:
-        derived = LimitRule(**rule).stitcher_limits(joint_limits(robot, bridge.parameters),
-                                                    spec.parameters.get("joint_names", ()),
+        bridge_limits = joint_limits(robot, bridge.parameters)
+    except ValueError as exc:  # the bridge's own entry is wrong: name it, not the stitcher that reads it
+        raise ConfigError(f"{_bridge_parameter_error(bridge, robot, str(exc))} (read by {where})") from None
+    try:
+        derived = LimitRule(**rule).stitcher_limits(bridge_limits, spec.parameters.get("joint_names", ()),
                                                     spec.parameters.get("discrete_joints", ()))
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
@@ -238,6 +241,15 @@ def _derive_limits(spec: NodeSpec, rule: dict, nodes: dict[str, NodeSpec]) -> No
         raise ConfigError(f"nodes.{spec.name}.parameters.{twice[0]}: derived from {bridge_name} by limits_from; "
                           "remove it from parameters")
     spec.parameters.update({k: list(v) for k, v in derived.items()})
+
+
+def _bridge_parameter_error(bridge: NodeSpec, robot: RobotProfile, message: str) -> str:
+    """`nodes.<bridge>.parameters.<param>: problem` from a message of the bridge's config or limits
+    (`<param>: problem`); `nodes.<bridge>.parameters: message` when it names no parameter of the bridge."""
+    field, sep, _ = message.partition(":")
+    if sep and field in field_kinds(load(robot, robot.parts.bridge_config)):
+        return f"nodes.{bridge.name}.parameters.{message}"
+    return f"nodes.{bridge.name}.parameters: {message}"
 
 
 def ros_parameter_files(cfg: RobotConfig, out_dir: str | os.PathLike) -> list[Path]:

@@ -251,6 +251,32 @@ def test_timeouts_bad_joints_and_future_stamps_withhold_output_and_warn():
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
 
 
+def test_without_joint_names_observations_name_the_joints_of_the_first_joint_state():
+    """No `joint_names` configured: the first valid joint state fixes the names the values are matched with, and
+    every Observation carries those names (a consumer cannot use positions without them)."""
+    with ros_context() as ctx:
+        node = _ingest(ctx, camera_names=["a"], output_size=[16, 16], diagnostics_period=0.2)
+        rig = Rig(ctx, ["a"], node)
+        col = Collector(rig.node)
+        sent = []
+
+        def joint(stamp_s, value=0.0):  # the same state, the joints in alternating order
+            names = ["wrist", "elbow"] if len(sent) % 2 == 0 else ["elbow", "wrist"]
+            sent.append(names)
+            rig.joints.publish(JointState(header=_header(stamp_s), name=names,
+                                          position=[{"wrist": 2.0, "elbow": 1.0}[n] for n in names]))
+
+        rig.joint = joint
+        with executor_with(ctx, node, rig.node) as ex:
+            assert spin_until(ex, rig.connected, 10.0)
+            rig.run(ex, 60.0, ["a"], until=lambda: len(col.obs) >= 3)
+    assert len(col.obs) >= 3 and len(set(sent[0])) == 2
+    for o in col.obs:
+        assert sorted(o.joint_state.name) == ["elbow", "wrist"]
+        assert o.joint_state.name == col.obs[0].joint_state.name  # one order, fixed by the first message
+        assert dict(zip(o.joint_state.name, o.joint_state.position)) == {"wrist": 2.0, "elbow": 1.0}
+
+
 def test_compressed_frames_and_bad_parameters():
     with ros_context() as ctx:
         with pytest.raises(ParameterError, match="camera_names: need 1 to 8 cameras"):

@@ -14,6 +14,9 @@ def test_names_come_from_the_first_message_when_not_configured():
     assert buf.names == ("b", "a")
     s = buf.validate(1.1, ["a", "b"], [1.5, 2.5], velocity=[0.1, 0.2])
     assert list(s.position) == [2.5, 1.5] and list(s.velocity) == [0.2, 0.1]
+    assert s.names == ("b", "a")  # a sample names the joints its values follow
+    buf.add(s)
+    assert buf.at(1.05).sample.names == ("b", "a")  # interpolated too
     with pytest.raises(JointStateError, match="non-empty and unique"):
         JointBuffer((), 4, "nearest", 0.1).validate(1.0, ["a", "a"], [0, 0])
 

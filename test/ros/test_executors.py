@@ -95,3 +95,56 @@ def test_executor_for_picks_threaded_executor_for_multi_threaded_nodes():
             assert isinstance(executor_for(node), ThreadedExecutor)
         finally:
             node.destroy_node()
+
+
+@pytest.mark.filterwarnings("ignore:MultiThreadedExecutor is used with a single thread")
+def test_shutdown_lets_callbacks_in_flight_finish_before_it_destroys_the_guard_condition(capsys):
+    """A callback that reaches a worker only at shutdown (the one worker busy until then) runs with the
+    executor's guard condition alive. rclpy 9.1 destroys it first: the late callback's task ends with
+    InvalidHandle that nobody retrieves, printed at collection ("The following exception was never
+    retrieved: cannot use Destroyable because destruction was requested", `make demo` at exit)."""
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+    busy, release, late_ran = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(_msg) -> None:  # holds the only worker until the test releases it
+        busy.set()
+        release.wait(10.0)
+
+    with ros_context() as ctx:
+        node = Node("late", context=ctx)
+        pub = node.create_publisher(Int64, "slow", 10)
+        late_pub = node.create_publisher(Int64, "late", 10)
+        node.create_subscription(Int64, "slow", slow, 10, callback_group=MutuallyExclusiveCallbackGroup())
+        node.create_subscription(Int64, "late", lambda _msg: late_ran.set(), 10,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        ex = ThreadedExecutor(num_threads=1, context=ctx)
+        ex.add_node(node)
+        spinning = True
+
+        def spin(executor: ThreadedExecutor) -> None:
+            while spinning:
+                executor.spin_once(timeout_sec=0.05)
+
+        spinner = threading.Thread(target=spin, args=(ex,), daemon=True)
+        spinner.start()
+        pub.publish(Int64(data=1))
+        assert busy.wait(10.0)
+        late_pub.publish(Int64(data=2))
+        deadline = time.monotonic() + 10.0
+        while not ex._queued and time.monotonic() < deadline:  # handed to the pool, waiting for the worker
+            time.sleep(0.01)
+        assert ex._queued
+        spinning = False
+        spinner.join(5.0)
+        releaser = threading.Timer(0.3, release.set)  # the worker frees up while shutdown is under way
+        releaser.start()
+        assert ex.shutdown(timeout_sec=5.0)
+        releaser.join()
+        assert late_ran.is_set() and ex.late_errors == []
+        node.destroy_node()
+    del ex
+    import gc
+
+    gc.collect()
+    assert "never retrieved" not in capsys.readouterr().err

@@ -201,7 +201,7 @@ class IngestNode(Node):
         if s.joint is not None:
             js = obs.joint_state
             js.header.stamp = obs.header.stamp
-            js.name = list(self.sync_cfg.joint_names)
+            js.name = list(s.joint.names)  # configured, or the first valid joint state's: what was matched
             js.position = s.joint.position.tolist()
             js.velocity = s.joint.velocity.tolist()
             js.effort = s.joint.effort.tolist()

@@ -24,9 +24,13 @@ __all__ = ["JointSample", "JointBuffer", "Lookup"]
 
 @dataclasses.dataclass(frozen=True)
 class JointSample:
-    """One joint state in the configured joint order (velocity/effort may be empty)."""
+    """One joint state in the buffer's joint order `names` (velocity/effort may be empty).
+
+    `names` are the configured joint names, or, with none configured, those of the first valid message:
+    the names the values were matched with, which an Observation publishes with them."""
 
     stamp_s: float
+    names: tuple[str, ...]  # [D]
     position: np.ndarray  # [D]
     velocity: np.ndarray  # [D] or [0]
     effort: np.ndarray  # [D] or [0]
@@ -102,7 +106,7 @@ class JointBuffer:
             raise JointStateError(str(exc)) from None
         if not math.isfinite(stamp_s):
             raise JointStateError(f"non-finite stamp {stamp_s}")
-        return JointSample(float(stamp_s), sel.position, sel.velocity, sel.effort)
+        return JointSample(float(stamp_s), self.names, sel.position, sel.velocity, sel.effort)
 
     def add(self, sample: JointSample) -> str | None:
         """Insert a validated sample; returns a drop reason ('duplicate') or None.
@@ -144,6 +148,7 @@ class JointBuffer:
         w = (stamp_s - lo.stamp_s) / (hi.stamp_s - lo.stamp_s)
         return Lookup(JointSample(
             stamp_s,
+            lo.names,
             lo.position + w * (hi.position - lo.position),
             lo.velocity + w * (hi.velocity - lo.velocity) if len(lo.velocity) and len(hi.velocity) else np.zeros(0),
             lo.effort + w * (hi.effort - lo.effort) if len(lo.effort) and len(hi.effort) else np.zeros(0),

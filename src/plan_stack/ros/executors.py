@@ -11,6 +11,14 @@ aloha_sim + aloha_bridge in one process ran at 0.02-0.06 x real time instead of 
 `ThreadedExecutor` keeps rclpy's scheduling and adds one rule: a callback handed to the pool is not
 handed out again until a worker has picked it up; meanwhile the spinning thread waits (GIL released)
 for that, so an idle or saturated pool costs no CPU.
+
+Shutdown: rclpy 9.1's `Executor.shutdown` destroys the executor's guard condition without waiting for
+the callbacks in flight (its wait tests the flag it has just set), and `MultiThreadedExecutor` drains its
+pool only afterwards. A callback a worker runs after that triggers the destroyed guard condition, its task
+ends with `InvalidHandle`, and nobody retrieves it: "The following exception was never retrieved: cannot
+use Destroyable because destruction was requested" on stderr when the task is collected (`make demo` at
+exit). `ThreadedExecutor.shutdown` drains the pool first, with the guard condition alive, then releases the
+executor; what a callback raised after the last spin is kept in `late_errors` (retrieved, not lost).
 """
 from __future__ import annotations
 
@@ -51,6 +59,8 @@ class ThreadedExecutor(MultiThreadedExecutor):
         super().__init__(num_threads=num_threads, context=context)
         self._queued: dict[Any, threading.Event] = {}
         self._queued_lock = threading.Lock()
+        #: what callbacks that finished after the last spin raised, retrieved by `shutdown`
+        self.late_errors: list[BaseException] = []
 
     def _run_queued(self, handler: Task[None], picked_up: threading.Event) -> None:
         with self._queued_lock:
@@ -70,13 +80,42 @@ class ThreadedExecutor(MultiThreadedExecutor):
             if picked_up is None:
                 picked_up = self._queued[handler] = threading.Event()
         if fresh:
-            self._executor.submit(self._run_queued, handler, picked_up)
+            try:
+                self._executor.submit(self._run_queued, handler, picked_up)
+            except RuntimeError:  # the pool was shut down under a spinning thread: the callback is not run
+                if self._is_shutdown:
+                    return
+                raise
             self._futures.append(handler)
         picked_up.wait(_pickup_wait_s(timeout_sec))
         for future in list(self._futures):  # finished callbacks: re-raise what they raised, as rclpy does
             if future.done():
                 self._futures.remove(future)
                 future.result()
+
+
+    def shutdown(self, timeout_sec: float | None = None, *, wait_for_threads: bool = True) -> bool:
+        """Stop spinning, let every callback handed to the pool finish, then release the executor.
+
+        A spinning thread returns (ShutdownException); the pool runs what it was handed while the guard
+        condition those callbacks trigger still exists, and only then does rclpy destroy it (module
+        docstring). Exceptions of callbacks that finished after the last spin go to `late_errors`.
+        With `wait_for_threads=False` the pool is not waited for, as in rclpy.
+        """
+        with self._shutdown_lock:
+            if not self._is_shutdown:
+                self._is_shutdown = True
+                if self._guard is not None:
+                    self._guard.trigger()
+        self._executor.shutdown(wait=wait_for_threads)
+        done = super().shutdown(timeout_sec, wait_for_threads=wait_for_threads)
+        for future in list(self._futures):
+            if future.done():
+                self._futures.remove(future)
+                error = future.exception()
+                if error is not None:
+                    self.late_errors.append(error)
+        return done
 
 
 def executor_with_threads(context: Context, threads: int) -> Executor:

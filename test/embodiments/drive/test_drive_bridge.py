@@ -66,6 +66,8 @@ def test_stale_bad_and_unanchored_plans_publish_nothing():
     assert b.on_plan([("robot_3d", _straight(), 4.0)], 0.5, 1.0).outcome is Outcome.NO_PRIMITIVE
     assert b.on_plan([("drive_3d", _straight(), 4.0)], -1.0, 1.0).outcome is Outcome.NO_ODOMETRY
     assert b.on_plan([("drive_3d", _straight(), 4.0)], 3.0, 1.0).outcome is Outcome.REJECTED  # future stamp
+    assert {o.value: n for o, n in b.plan_outcomes.items()} == {  # every outcome counted (episode rows read them)
+        "forwarded": 0, "smoothed": 1, "rejected": 2, "stale": 1, "no_primitive": 1, "no_odometry": 1}
     with pytest.raises(ConfigError, match="^watchdog_timeout"):
         DriveBridgeConfig(watchdog_timeout=0.0)
 

@@ -140,6 +140,18 @@ def test_drive_stack_end_to_end(wait_for):
                            for d in got.get("diag", [])[d0:] for s in d.status)
 
             assert wait_for(rejected, 5.0)
+            # A plan older than its horizon: stale, no trajectory; the plans status counts both refusals by kind.
+            now = got["odom"][-1].header.stamp
+            old = type(now)(sec=now.sec - 6, nanosec=now.nanosec)
+            plans.publish(_plan(old, plan_now(), 5.0))
+
+            def counted():
+                found = [dict((kv.key, kv.value) for kv in s.values) for d in got.get("diag", [])[d0:]
+                         for s in d.status if s.name == "drive_bridge: plans" and "beyond its 5 s horizon" in s.message]
+                return found[-1] if found else None
+
+            assert wait_for(counted, 5.0)
+            assert (counted()["outcome"], counted()["stale"], counted()["rejected"]) == ("stale", "1", "1")
             # No more plans: the watchdog brakes the car to a stop (and the NaN plan produced nothing).
             assert wait_for(lambda: got["odom"][-1].twist.twist.linear.x < 1e-3, 15.0)
             stops = got["traj"][n0:]

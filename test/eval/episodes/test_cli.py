@@ -19,7 +19,7 @@ def test_seed_ranges_and_lists():
 
 def test_summary_counts_errors_as_failures_and_sums_violations():
     rows = [dict(success=True, error=None, limit_violations=0, bridge_rejections=0, e2e_latency_p50_ms=100.0,
-                 sim_time_s=6.0),
+                 sim_time_s=6.0, bridge_stale=3),
             dict(success=False, error=None, limit_violations=2, bridge_rejections=1, e2e_latency_p50_ms=300.0,
                  sim_time_s=12.0, protective_stop="protective stop: right_wrist_angle measured 0.25 ..."),
             dict(success=False, error="RuntimeError: x", limit_violations=None)]
@@ -27,4 +27,5 @@ def test_summary_counts_errors_as_failures_and_sums_violations():
     assert s["episodes"] == 3 and s["errors"] == 1 and s["successes"] == 1
     assert s["success_rate"] == pytest.approx(1 / 3, abs=1e-3)
     assert s["limit_violations"] == 2 and s["bridge_rejections"] == 1 and s["protective_stops"] == 1
+    assert s["bridge_stale"] == 3  # a row without the field (an arm robot's None) counts 0
     assert s["median_e2e_latency_p50_ms"] == 200.0 and s["median_sim_time_s"] == 9.0

@@ -56,49 +56,151 @@ def _alive(procs) -> list:
     return out
 
 
-@pytest.mark.ros
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
-def test_a_killed_runner_leaves_no_node_process(tmp_path, sig):
-    """run-episodes killed while its graph starts (SIGKILL: no clean-up runs at all): every bring-up and node
-    process it started ends within seconds instead of living on under init."""
-    import signal
+def _start_runner(tmp_path):
+    """`plan-stack run-episodes` in a child process, and its process (psutil)."""
     import subprocess
     import sys
-    import time
 
     import psutil
 
     runner = subprocess.Popen([sys.executable, "-m", "plan_stack.cli", "run-episodes", "--robot", "aloha",
                                "--seeds", "1", "--time-limit", "1", "--json", str(tmp_path / "rows.json")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    me = psutil.Process(runner.pid)
-    try:
-        deadline = time.monotonic() + 120.0
-        seen: dict[int, psutil.Process] = {}
-        # wait for the bring-up's node processes (grandchildren of the runner)
-        while time.monotonic() < deadline:
-            for p in me.children(recursive=True):
-                seen.setdefault(p.pid, p)
-            if any(p.ppid() != runner.pid for p in _alive(seen.values())) and len(_alive(seen.values())) >= 4:
-                break
-            assert runner.poll() is None, "the runner exited by itself"
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"no node processes within 120 s: {[p.cmdline() for p in _alive(seen.values())]}")
+    return runner, psutil.Process(runner.pid)
+
+
+def _wait_for_node_processes(runner, me, seen: dict, timeout_s: float = 120.0) -> None:
+    """Wait until the bring-up's node processes (grandchildren of the runner) exist; every descendant seen is
+    kept in `seen` (this test's own process tree only)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         for p in me.children(recursive=True):
             seen.setdefault(p.pid, p)
-        runner.send_signal(getattr(signal, sig))
-        runner.wait(timeout=60.0)
-        deadline = time.monotonic() + 30.0
-        while _alive(seen.values()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = _alive(seen.values())
-        assert not left, f"still running after the runner died: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+        nodes = [p for p in _alive(seen.values())
+                 if p.cmdline()[1:3] == ["-m", "plan_stack.bringup"] and "--only" in p.cmdline()]
+        if nodes and len(_alive(seen.values())) >= 4:
+            return
+        assert runner.poll() is None, "the runner exited by itself"
+        time.sleep(0.2)
+    pytest.fail(f"no node processes within {timeout_s:.0f} s: {[p.cmdline() for p in _alive(seen.values())]}")
+
+
+def _left_after(runner, sig, seen: dict, timeout_s: float) -> list:
+    """Signal the runner, wait for it, then up to `timeout_s` for everything it started to end; what is left."""
+    import time
+
+    runner.send_signal(sig)
+    runner.wait(timeout=90.0)
+    deadline = time.monotonic() + timeout_s
+    while _alive(seen.values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _alive(seen.values())
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_a_killed_runner_leaves_no_node_process(tmp_path, sig):
+    """run-episodes killed while its graph starts (SIGKILL: no clean-up runs at all; SIGINT: Ctrl-C): every
+    group keeper, bring-up and node process it started ends within seconds instead of living on under init."""
+    import signal
+
+    runner, me = _start_runner(tmp_path)
+    seen: dict = {}
+    try:
+        _wait_for_node_processes(runner, me, seen)
+        left = _left_after(runner, getattr(signal, sig), seen, 30.0)
+        assert not left, f"still running after the runner died: {[(p.pid, p.cmdline()[:6]) for p in left]}"
     finally:
         if runner.poll() is None:
             runner.kill()
-        for p in _alive(seen.values()) if "seen" in locals() else []:
+        for p in _alive(seen.values()):
             p.kill()
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_killed_runner_leaves_no_node_process_even_when_its_bring_up_hangs(tmp_path):
+    """The stack's bring-up hangs (stopped here with SIGSTOP: like a process blocked in rclpy.shutdown on a
+    DDS mutex, it acts on no signal but SIGKILL) and the runner is killed with SIGKILL: the bring-up cannot stop
+    its node processes and, alive, gives them no parent-death signal. Its group keeper kills the whole group
+    after STOP_TIMEOUT_S; without it the bring-up and every node process lived on under init. (A runner stopped
+    by SIGINT or SIGTERM stops the groups from its own `finally`.)"""
+    import signal
+
+    from plan_stack.eval.episodes.episode import STOP_TIMEOUT_S
+
+    runner, me = _start_runner(tmp_path)
+    seen: dict = {}
+    try:
+        _wait_for_node_processes(runner, me, seen)
+        bringup = next(p for p in _alive(seen.values())
+                       if p.cmdline()[1:3] == ["-m", "plan_stack.bringup"] and "--processes" in p.cmdline())
+        bringup.suspend()
+        left = _left_after(runner, signal.SIGKILL, seen, STOP_TIMEOUT_S + 30.0)
+        assert not left, f"still running after the runner died: {[(p.pid, p.cmdline()[:6]) for p in left]}"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        for p in _alive(seen.values()):
+            p.kill()
+
+
+_CLOSE_UNDER_TRAFFIC = """
+import os, sys, threading, time
+import rclpy
+from rclpy.context import Context
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from plan_stack.eval.episodes.episode import EpisodeOptions, _Monitor, episode_config
+from plan_stack.robots import profile
+from plan_stack.ros.qos import RELIABLE_QOS
+
+domain, out = int(os.environ["ROS_DOMAIN_ID"]), sys.argv[2]
+for k in range(int(sys.argv[1])):
+    opts = EpisodeOptions("aloha", 0, bag=os.path.join(out, f"bag{k}"))
+    monitor = _Monitor(opts, profile("aloha"), domain, episode_config(opts))
+    monitor.start_recording()
+    ctx = Context()
+    rclpy.init(args=[], context=ctx, domain_id=domain)
+    cameras = Node("cameras", context=ctx)
+    pubs = [cameras.create_publisher(Image, f"/cameras/{c}/image_raw", RELIABLE_QOS) for c in ("cam_high", "cam_low")]
+    image = Image(height=1080, width=1920, encoding="rgb8", step=5760, data=bytes(1920 * 1080 * 3))
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            for pub in pubs:
+                pub.publish(image)
+
+    flooding = threading.Thread(target=flood)
+    flooding.start()
+    time.sleep(1.5)
+    monitor.close()  # while the frames still arrive, as when an episode ends
+    stop.set()
+    flooding.join()
+    assert monitor.spin_error is None, monitor.spin_error
+    cameras.destroy_node()
+    rclpy.shutdown(context=ctx)
+"""
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_monitor_closes_under_traffic_without_an_unretrieved_task_error(tmp_path):
+    """The demo's shutdown path: run_episode closes its monitor (observer node, bag recorder, ThreadedExecutor)
+    while messages still arrive. A callback picked up just before the close used to finish after rclpy had
+    destroyed the executor's guard condition, and its task's InvalidHandle was printed when the process
+    exited: "The following exception was never retrieved: cannot use Destroyable because destruction was
+    requested" (4 to 6 of 10 closes here before the fix)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CLOSE_UNDER_TRAFFIC, "10", str(tmp_path)], capture_output=True,
+                          text=True, timeout=300.0)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "never retrieved" not in done.stderr and "Destroyable" not in done.stderr, done.stderr[-3000:]
 
 
 @pytest.mark.ros

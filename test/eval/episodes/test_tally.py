@@ -34,7 +34,7 @@ def test_the_row_has_the_counts_then_what_they_mean_in_order():
     assert list(row) == [
         "observations", "plans", "plan_features", "chunks", "trajectories", "bridge_commands", "bridge_rejections",
         "trajectory_limit_violations", "state_limit_violations", "limit_violations", "bridge_accepted",
-        "joint_travel_rad", "joint_travel_joint", "first_violation", "first_rejection", "safety_faults",
+        "bridge_stale", "joint_travel_rad", "joint_travel_joint", "first_violation", "first_rejection", "safety_faults",
         "first_safety_fault", "protective_stop", "stitcher_rejected", "stitcher_clamped_samples",
         "stitcher_reanchored", "stitcher_failed", "max_reward"]
     assert (row["observations"], row["trajectories"], row["limit_violations"], row["bridge_accepted"]) == (1, 1, 0, 1)
@@ -98,6 +98,22 @@ def test_the_bridges_refusals_count_from_its_log_or_its_own_counter_whichever_is
         t.trajectory(lambda: _move(1.0))
     row = t.row()
     assert row["bridge_rejections"] == 7 and row["bridge_accepted"] == 3 - 7  # as the row always said
+
+
+def test_the_driving_bridges_rejected_and_stale_plans_both_count_from_its_plans_diagnostic():
+    """drive_bridge drops a plan as `rejected` or `stale` and counts both in its `plans` status; a stale plan is
+    logged as `plan stale: ...`, which the `rejected` log count never saw."""
+    t = EpisodeTally("drive", "drive_sim", "drive_bridge", None, False, True)
+    assert t.row()["bridge_stale"] is None  # not reported (an arm bridge never is)
+    t.log("/drive_bridge", "plan stale: plan is 4.100 s old, beyond its 4 s horizon")
+    t.log("/drive_bridge", "plan rejected: points: non-finite waypoint 3")
+    t.diagnostic("drive_bridge: plans", True, "stale: plan is 4.1 s old", [
+        ("outcome", "stale"), ("forwarded", "40"), ("smoothed", "2"), ("rejected", "1"), ("stale", "6"),
+        ("no_primitive", "0"), ("no_odometry", "0")])
+    t.diagnostic("drive_bridge: plans", False, "forwarded", [("points", "51"), ("rejected", "1"), ("stale", "5")])
+    row = t.row()
+    assert (row["bridge_stale"], row["bridge_rejections"]) == (6, 1)  # counters only grow: the largest seen
+    assert row["first_rejection"] == "plan rejected: points: non-finite waypoint 3"
 
 
 def test_diagnostics_give_safety_faults_once_each_the_first_stop_and_the_largest_counters():

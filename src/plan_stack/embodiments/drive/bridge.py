@@ -9,11 +9,14 @@ stamp is older than its horizon (timed plans) or than its converted
 duration (arc-length plans) is dropped as stale. When no forwarded
 trajectory covers the present, or no valid plan has arrived for
 `watchdog_timeout`, the bridge commands a smooth stop from the latest
-odometry state (`stop_trajectory`), once per lapse.
+odometry state (`stop_trajectory`), once per lapse. Every plan's outcome is
+counted (`DriveBridge.plan_outcomes`; the node reports the counts with each
+`plans` diagnostic, where an episode's tally reads them).
 """
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 import enum
 import math
@@ -134,6 +137,8 @@ class DriveBridge:
         self._covered_until_s = -math.inf  # end of the last forwarded trajectory
         self._last_valid_s: float | None = None  # receive time of the last forwarded plan
         self._stopped = False  # a stop was commanded for the present lapse
+        #: plans seen so far by outcome (every Outcome present; never reset: the counts only grow)
+        self.plan_outcomes: collections.Counter[Outcome] = collections.Counter({o: 0 for o in Outcome})
 
     def add_odometry(self, ego: EgoState, now_s: float) -> None:
         """Record an odometry sample; raises DriveError for one stamped more than `odom_max_lead_s` ahead."""
@@ -151,7 +156,13 @@ class DriveBridge:
         self._stopped = False
 
     def on_plan(self, primitives, stamp_s: float, now_s: float) -> Decision:
-        """`primitives`: sequence of (kind, points [P, 3], horizon_s); the first drive one is used."""
+        """`primitives`: sequence of (kind, points [P, 3], horizon_s); the first drive one is used.
+        The decision's outcome is counted in `plan_outcomes`."""
+        decision = self._decide(primitives, stamp_s, now_s)
+        self.plan_outcomes[decision.outcome] += 1
+        return decision
+
+    def _decide(self, primitives, stamp_s: float, now_s: float) -> Decision:
         chosen = next((p for p in primitives if p[0] in DRIVE_KINDS), None)
         if chosen is None:
             return Decision(Outcome.NO_PRIMITIVE, message=f"plan has no {' or '.join(DRIVE_KINDS)} primitive")

@@ -6,7 +6,9 @@ Trajectory-compatible, poses in the odometry frame, stamp = the plan's
 stamp). The first `drive_3d`/`drive_2d3d` primitive is converted and
 checked (`embodiments.drive.trajectory`), anchored with the ego pose at the
 plan's stamp and forwarded; infeasible, malformed, stale or unanchorable
-plans are reported on /diagnostics and publish nothing. A watchdog timer
+plans are reported on /diagnostics and publish nothing; every `plans` status
+carries the count of plans by outcome so far (`forwarded`, `smoothed`,
+`rejected`, `stale`, `no_primitive`, `no_odometry`). A watchdog timer
 commands a smooth stop once no valid plan covers the present
 (`embodiments.drive.bridge`). Run on the sim/vehicle clock; when it jumps
 back (simulator reset) the odometry history and the forwarded plan are
@@ -76,16 +78,17 @@ class DriveBridgeNode(Node):
     def _on_plan(self, msg: VisualPlan) -> None:
         with self._lock:
             decision = self.bridge.on_plan(primitives_of(msg), stamp_to_s(msg.header.stamp), self._now())
+            counts = {o.value: n for o, n in self.bridge.plan_outcomes.items()}
         if decision.trajectory is not None:
             self._pub.publish(trajectory_to_msg(decision.trajectory, decision.stamp_s))
             self.diagnostics.report("plans", _LEVEL[decision.outcome],
                                     decision.outcome.value + (f": {decision.message}" if decision.message else ""),
                                     now=decision.outcome is Outcome.SMOOTHED, points=len(decision.trajectory),
-                                    duration_s=f"{decision.trajectory.duration_s:.3f}")
+                                    duration_s=f"{decision.trajectory.duration_s:.3f}", **counts)
             return
         self.get_logger().warning(f"plan {decision.outcome.value}: {decision.message}")
         self.diagnostics.report("plans", ERROR, f"{decision.outcome.value}: {decision.message}", now=True,
-                                outcome=decision.outcome.value)
+                                outcome=decision.outcome.value, **counts)
 
     def _watchdog(self) -> None:
         with self._lock:

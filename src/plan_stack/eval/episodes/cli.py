@@ -67,6 +67,7 @@ def summarize(rows: list[dict]) -> dict:
                success_rate=round(sum(bool(r["success"]) for r in rows) / len(rows), 3) if rows else None,
                limit_violations=sum(int(r.get("limit_violations") or 0) for r in rows),
                bridge_rejections=sum(int(r.get("bridge_rejections") or 0) for r in rows),
+               bridge_stale=sum(int(r.get("bridge_stale") or 0) for r in rows),
                safety_faults=sum(int(r.get("safety_faults") or 0) for r in rows),
                protective_stops=sum(bool(r.get("protective_stop")) for r in rows))
     for key in ("e2e_latency_p50_ms", "e2e_latency_p95_ms", "planner_latency_p50_ms", "chunker_latency_p50_ms",

@@ -9,11 +9,14 @@ into the next, and a crashed episode cannot poison the others. The cost is
 the start-up (process imports and model loads, tens of seconds on a loaded
 machine), paid outside sim time: the stack nodes are started first, and the
 simulator only once every stack node answers its parameter service.
-Each bring-up runs in a session and process group of its own and gets SIGTERM
-from the kernel when the runner dies (`child_processes.die_with_parent`), and
-the bring-ups pass the same to their node processes: a runner killed in any
-way (SIGKILL included) leaves no node behind; a normal stop ends with SIGKILL
-to what is left of each group.
+Each bring-up runs in a session and process group of its own under a group
+keeper (`child_processes.keep_group`), which gets SIGTERM from the kernel when
+the runner dies (`child_processes.die_with_parent`): the keeper stops the
+bring-up (SIGINT), gives the group `STOP_TIMEOUT_S`, then kills whatever is
+left of it, node processes included, even when the bring-up itself hangs. A
+runner stopped by SIGINT or SIGTERM stops the groups the same way from its
+`finally`; a runner killed by SIGKILL leaves the keepers to do it: no node
+process outlives the run.
 
 The config is `config/<robot>.yaml` with: the simulator's `seed`,
 `real_time_factor` and pacing leads (`plan_stack.embodiments.pacing`), the
@@ -65,6 +68,8 @@ STARTUP_TIMEOUT_S = 240.0
 SERVICE_RETRY_S = 5.0
 #: How long the processes get to stop after SIGINT before they are killed (wall s).
 STOP_TIMEOUT_S = 20.0
+#: How much longer the runner waits for a group keeper than the keeper gives its group (wall s).
+_KEEPER_MARGIN_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +149,11 @@ class _Graph:
     def _start(self, label: str, extra: list[str]) -> None:
         log = open(self.log_dir / f"{label}.log", "w")
         self._logs.append(log)
-        cmd = ["nice", "-n", str(self.nice), sys.executable, "-m", "plan_stack.bringup", str(self.cfg_path), *extra]
-        # Its own session and process group (stopped as one), and SIGTERM from the kernel if this runner dies,
-        # however it dies (SIGKILL included): no node process outlives the run.
+        cmd = [sys.executable, "-m", "plan_stack.child_processes", "--grace", str(STOP_TIMEOUT_S), "--",
+               "nice", "-n", str(self.nice), sys.executable, "-m", "plan_stack.bringup", str(self.cfg_path), *extra]
+        # The keeper leads a session and process group of its own (the bring-up and its node processes join it)
+        # and gets SIGTERM from the kernel if this runner dies, however it dies (SIGKILL included); it then stops
+        # the bring-up and kills what is left of the group after STOP_TIMEOUT_S: no node process outlives the run.
         self.procs[label] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                              start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM))
 
@@ -164,11 +171,12 @@ class _Graph:
         return None
 
     def stop(self) -> None:
-        """SIGINT to each bring-up (it stops its nodes), then SIGKILL to whatever is left of its group."""
+        """SIGINT to each group keeper (it stops the bring-up, which stops its nodes, and kills what is left of
+        the group after STOP_TIMEOUT_S), then SIGKILL to whatever is left of the group."""
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        deadline = time.monotonic() + STOP_TIMEOUT_S + _KEEPER_MARGIN_S
         for p in self.procs.values():
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -465,12 +473,17 @@ class _Monitor:
         return out
 
     def close(self) -> None:
+        """Stop observing: the spin thread first, then the executor (which lets the callbacks still in flight
+        finish before it releases anything: `ThreadedExecutor.shutdown`), then the extra nodes and the context."""
         self._spinning = False
         self.thread.join(timeout=5.0)
         try:
             self.executor.shutdown(timeout_sec=5.0)
         except Exception:
             pass
+        late = self.executor.late_errors
+        if late and self.spin_error is None:  # a callback that finished after the last spin raised
+            self.spin_error = f"{type(late[0]).__name__}: {late[0]}"
         for n in self.extra_nodes:
             close = getattr(n, "close", None)
             if callable(close):

@@ -10,8 +10,9 @@ here; this module decides what they mean for the episode's row:
 * the ground truth the success criterion reads (`EpisodeSignals`: sim time, reward, success flag, odometry
   distance, safety faults);
 * what the nodes' diagnostics say: the simulator's `safety` faults (each distinct one once, however often it
-  is republished), the bridge's protective stop and its own count of refused commands, the stitcher's
-  counters (the largest seen: they only grow);
+  is republished), the bridge's protective stop and its own count of refused commands (an arm bridge's
+  `commands` status; the driving bridge's `plans` status counts its rejected and its stale plans), the
+  stitcher's counters (the largest seen: they only grow);
 * the largest distance of an arm joint from where it was first measured (did the robot move at all).
 
 Thread-safe: the monitor's executor calls it from several threads.
@@ -78,7 +79,8 @@ class EpisodeTally:
         self.safety_reports: list[str] = []  # distinct ERROR `<sim>: safety` messages (collisions), in order
         self.protective_stop: str | None = None  # the bridge's first ERROR `<bridge>: protective_stop` message
         self.stitcher_counts: dict[str, int] = {}  # the stitcher's own counters, from its newest diagnostics
-        self.bridge_refused = 0  # an arm bridge's own count of refused commands (diagnostics `commands`)
+        self.bridge_refused = 0  # the bridge's own count of refused commands (`commands`) or rejected plans (`plans`)
+        self.bridge_stale: int | None = None  # the driving bridge's count of stale plans (None: never reported)
         self.q_first: np.ndarray | None = None  # first measured arm joints
         self.travel_joint: str | None = None
         self.travel = 0.0  # largest distance of an arm joint from its first measured position (rad)
@@ -182,6 +184,12 @@ class EpisodeTally:
             refused = next((int(v) for k, v in values if k == "refused" and v.isdigit()), 0)
             with self._lock:  # the bridge logs one line per run of repeated refusals; it counts every one
                 self.bridge_refused = max(self.bridge_refused, refused)
+        elif name == f"{self.bridge}: plans":  # the driving bridge: plans by outcome, counted since it started
+            found = {k: int(v) for k, v in values if k in ("rejected", "stale") and v.isdigit()}
+            with self._lock:
+                self.bridge_refused = max(self.bridge_refused, found.get("rejected", 0))
+                if "stale" in found:
+                    self.bridge_stale = max(self.bridge_stale or 0, found["stale"])
         elif name.startswith("stitcher: "):
             found = {k: int(v) for k, v in values if k in STITCHER_COUNTERS and v.isdigit()}
             with self._lock:
@@ -206,6 +214,8 @@ class EpisodeTally:
         out["limit_violations"] = counts["trajectory_limit_violations"] + counts["state_limit_violations"]
         # driving: every DriveTrajectory is the bridge's own output (a refused plan publishes none)
         out["bridge_accepted"] = counts["trajectories"] - (0 if self.driving else counts["bridge_rejections"])
+        with self._lock:
+            out["bridge_stale"] = self.bridge_stale  # plans the driving bridge dropped as stale (None: not reported)
         out["joint_travel_rad"] = round(self.travel, 4)
         out["joint_travel_joint"] = self.travel_joint
         out["first_violation"] = first_violation
