@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gate", action="store_true", help="VFlash with the schema-only gate (no geometry)")
     add_device_arguments(parser)
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1: measured ~18x faster than 2 on the shared 2-core machine)")
+                        help="torch CPU threads the models run on (default 1, the setting the reference figures "
+                             "are measured with)")
 
 
 def recording_mismatch(manifest: dict, keyframes) -> str | None:
