@@ -227,7 +227,6 @@ def test_a_manifest_without_its_data_falls_back_to_the_robot_profile():
     assert seed_overlap({}, "aloha", [400119, 400120, 3]) == {"train": 1, "recovery": 1}
 
 
-@pytest.mark.timing
 def test_eval_plans_warns_about_seeds_of_any_training_split(demos, tmp_path, capsys):
     """The held-out episode relabelled as a seed of the `recovery` split, which the planner trains on."""
     import shutil
