@@ -25,8 +25,8 @@ Parts (each row runs its processes on a ROS domain of its own, reserved like the
 * `idle`    one node per process with no input at all (wall clock, so its timers run):
             cpu_percent of the process over the window.
 * `sim`     `config/aloha.yaml` brought up in one process or one process per node, with its models
-            (planner, chunker) or without them (`--sim-models`: #19's goal is the simulator and
-            the control path alone): the simulator's real-time factor (sim-time advance of /clock /
+            (planner, chunker) or without them (`--sim-models without`: the simulator and the
+            control path alone): the simulator's real-time factor (sim-time advance of /clock /
             wall time, from a separate listener process) and CPU per process. The `per_node` rows
             run the real `plan-stack up aloha [--processes]` (`--config` the file less the models).
 
@@ -458,7 +458,7 @@ def main(argv=None) -> int:
                         "own_process nodes in their own); processes: with --processes")
     p.add_argument("--sim-models", nargs="+", default=["with", "without"], choices=["with", "without"],
                    help="with: config/aloha.yaml as it is (planner and chunker loaded); without: the config less "
-                        "them (#19's real-time goal: the simulator and the control path alone)")
+                        "them (the simulator and the control path alone)")
     p.add_argument("--duration", type=float, default=12.0, help="s per ingest/sim row (warm-up included)")
     p.add_argument("--warmup", type=float, default=3.0, help="s excluded at the start of a row")
     p.add_argument("--startup", type=float, default=5.0, help="s allowed for the processes to start")

@@ -7,6 +7,16 @@ the new chunk takes over d steps later, commands in between come from the
 previous chunk) for injected delays d. Every method sees the same
 observations and the same sampling noise per chunk.
 
+Conditioning: what the heads were trained on. Heads conditioned on planner
+plan features (the shipped `models/<robot>/action_head/*`, `meta.data.source`
+in their config.json) get the features of the target that trained them, one
+teacher-forced pass per annotated keyframe (`actions.train_features`): the
+target of `--model` (default: the model directory the head lies in, else the
+shipped model of the demos' robot), refused when its weights are not the ones
+the head names. Other heads, and heads trained here without `--model`, get
+ground-truth plan tokens (`actions.demos`); `--synthetic` episodes carry
+synthetic tokens, so a plan-feature head is refused there.
+
 Methods: `naive` (independent chunks), `hard_prefix` (prefix conditioning on
 the plain head), `training_time` (prefix conditioning on the head trained with
 simulated delays), `test_time_vjp` / `test_time_direct` (guidance on the plain
@@ -35,12 +45,14 @@ Columns
                   limits of --stitcher-limits), executing its trajectory instead.
 
     python bench/rtc.py --demos DIR --head H --rtc-head R [--delays 0,1,2,4,8] [--stitcher] [--json out.json]
+    python bench/rtc.py --demos DIR --head models/aloha/action_head/plain --rtc-head models/aloha/action_head/rtc
 
 The seam/tracking columns are open loop (observations from the demonstration).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -68,14 +80,94 @@ COLUMNS = ("method", "stage", "delay_steps", "seam_jump_pos", "seam_jump_vel", "
            "inference_ms", "vel_ratio", "tracking_change", "success_rate")
 
 
-def _episodes(args):
-    if args.demos:
+def _episodes(args, model):
+    """(train, held-out) episodes conditioned as the heads need: on `model`'s plan features, or (None) on
+    ground-truth plan tokens / the synthetic episodes' tokens."""
+    if args.demos and model is not None:
+        from plan_stack.actions.train_features import planner_feature_episodes
+
+        eps = planner_feature_episodes(model, args.demos, _demos_spec(args.demos), progress=True)
+    elif args.demos:
         from plan_stack.actions.demos import load_demo_dir
 
         eps = load_demo_dir(args.demos)
     else:
         eps = synthetic_episodes(args.synthetic, length=args.synthetic_length, seed=args.seed)
     return split_episodes(eps, args.eval_fraction, seed=args.seed)
+
+
+def _checkpoint_doc(path):
+    """config.json of the head checkpoint in `path` ({"head": ..., "meta": ...}), None when there is none yet."""
+    cfg = os.path.join(path, "config.json")
+    if not os.path.isfile(cfg):
+        return None
+    with open(cfg, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _demos_spec(demos):
+    """The learning facts of the robot that recorded `demos` (from the annotation's format tag)."""
+    from plan_stack.data.episodes import annotation_files, spec_of_format
+
+    with open(annotation_files(demos)[0], encoding="utf-8") as fh:
+        fmt = json.load(fh).get("format", "")
+    spec = spec_of_format(fmt)
+    if spec is None:
+        sys.exit(f"{demos}: annotation format {fmt!r} is no robot's")
+    return spec
+
+
+def _default_model_dir(head_paths, demos):
+    """The model directory a head lies in (`<dir>/action_head/<variant>` beside `<dir>/target`), else the
+    shipped model of the demos' robot."""
+    from plan_stack.paths import find_data
+
+    for path in head_paths:
+        model_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+        if os.path.basename(os.path.dirname(os.path.abspath(path))) == "action_head" and os.path.isdir(
+                os.path.join(model_dir, "target")):
+            return model_dir
+    return str(find_data("models", _demos_spec(demos).robot))
+
+
+def _features_model(args, head_paths):
+    """The planner model whose target makes the heads' conditioning, or None for plan tokens. Exits with a
+    message naming what to pass when the episodes cannot carry what a head was trained on."""
+    from plan_stack.actions.train_features import plan_features_target, target_fingerprint
+
+    wanted = {p: plan_features_target(doc.get("meta", {})) for p in head_paths
+              if (doc := _checkpoint_doc(p)) is not None}
+    feature_heads = {p: t for p, t in wanted.items() if t is not None}
+    if not feature_heads and args.model is None:
+        return None
+    if args.synthetic:
+        what = (f"{next(iter(feature_heads))} is conditioned on planner plan features" if feature_heads
+                else "--model conditions on planner plan features")
+        sys.exit(f"{what}, which synthetic episodes do not carry: use --demos DIR (recordings of "
+                 f"`plan-stack record-demos`)")
+    model_dir = args.model or _default_model_dir(list(feature_heads), args.demos)
+    got = target_fingerprint(model_dir)
+    for path, target in feature_heads.items():
+        if target != got:
+            sys.exit(f"{path}: conditioned on the plan features of the target with weights sha256 {target[:12]}..., "
+                     f"{model_dir}/target is {got[:12]}...: pass --model with the model directory the head was "
+                     f"trained with")
+    from plan_stack.planning.model_dir import load_planner_model
+
+    print(f"conditioning: plan features of {model_dir}/target", file=sys.stderr, flush=True)
+    return load_planner_model(model_dir)
+
+
+def _check_conditioning(head_paths, episodes, model):
+    """Exit naming the head and what to pass when its conditioning width is not the episodes'."""
+    have = episodes[0].cond.shape[2]
+    for path in head_paths:
+        doc = _checkpoint_doc(path)
+        if doc is not None and int(doc["head"]["cond_width"]) != have:
+            source = "planner plan features" if model is not None else "ground-truth plan tokens"
+            sys.exit(f"{path}: conditioned on {doc['head']['cond_width']}-wide tokens, the episodes carry "
+                     f"{have}-wide {source}: pass --model with the model directory whose target the head was "
+                     f"trained on, or train heads here (--train-steps, new paths)")
 
 
 def _head(path, rtc_max_delay, train_eps, eval_eps, args):
@@ -142,6 +234,11 @@ def main() -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--demos", help="recorded demonstrations (plan-stack record-demos)")
     src.add_argument("--synthetic", type=int, help="number of synthetic episodes")
+    ap.add_argument("--model", default=None,
+                    help="planner model directory whose target makes the plan features heads are conditioned on "
+                         "(default, for heads trained on plan features: the model directory the head lies in, "
+                         "else the shipped one of the demos' robot); with it, heads trained here are conditioned "
+                         "on them too")
     ap.add_argument("--synthetic-length", type=int, default=300)
     ap.add_argument("--head", required=True, help="plain head checkpoint (trained here if absent)")
     ap.add_argument("--rtc-head", required=True, help="training-time RTC head checkpoint (trained here if absent)")
@@ -170,10 +267,13 @@ def main() -> int:
         head, _ = load_checkpoint(args.head, num_steps=args.num_steps)
         _print_timing(head, args)
         return 0
-    train_eps, eval_eps = _episodes(args)
+    methods = args.methods.split(",")
+    head_paths = [args.head, *([args.rtc_head] if "training_time" in methods else [])]
+    model = _features_model(args, head_paths)
+    train_eps, eval_eps = _episodes(args, model)
+    _check_conditioning(head_paths, train_eps + eval_eps, model)
     if args.max_episodes:
         eval_eps = eval_eps[: args.max_episodes]
-    methods = args.methods.split(",")
     heads = {"plain": _head(args.head, 0, train_eps, eval_eps, args)}
     if "training_time" in methods:
         heads["rtc"] = _head(args.rtc_head, args.rtc_max_delay, train_eps, eval_eps, args)

@@ -170,8 +170,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10,
                    help="each case's calls are split into this many rounds, interleaved with the other cases")
     p.add_argument("--suite", choices=["easy", "binding", "bridge", "dds", "all"], default="all",
-                   help="easy: the sinusoid table above; binding: workloads where bounds bind; bridge: stitcher + the "
-                        "bridge's decisions in one process, refusals counted (stitch_nodes.py)")
+                   help="easy: noisy sinusoidal chunks per --backends, --modes and --dof; binding: workloads "
+                        "where bounds bind; bridge: stitcher + the bridge's decisions in one process, refusals "
+                        "counted (stitch_nodes.py)")
     p.add_argument("--dds-chunks", type=int, default=100, help="chunks sent over DDS (suite dds)")
     p.add_argument("--bridge-chunks", type=int, default=300,
                    help="chunks per robot, seed and delay stitched and handed to the bridge (suite bridge)")

@@ -66,6 +66,63 @@ def test_benchmark_prints_a_table_and_writes_its_json_rows(name, tmp_path):
     assert set(header) & columns  # the printed table carries the same columns
 
 
+@pytest.fixture(scope="module")
+def aloha_heldout(tmp_path_factory):
+    """Two held-out ALOHA episodes recorded as the shipped model's data (its manifest's `recorded_with`)."""
+    import shlex
+
+    from plan_stack.cli import main
+    from plan_stack.paths import find_data
+
+    out = tmp_path_factory.mktemp("aloha_heldout")
+    manifest = json.loads((find_data("models", "aloha") / "manifest.json").read_text())
+    argv = shlex.split(manifest["data"]["recorded_with"])[1:]
+    assert main([*argv, "--episodes", "2", "--seed", "100000", "--out", str(out)]) == 0
+    return out
+
+
+def _shipped_head(variant: str) -> str:
+    from plan_stack.paths import find_data
+
+    return str(find_data("models", f"aloha/action_head/{variant}"))
+
+
+@pytest.mark.slow
+def test_rtc_bench_runs_the_shipped_heads_on_the_plan_features_they_were_trained_on(aloha_heldout, tmp_path):
+    """The shipped heads are conditioned on their target's plan features ([tokens, 192]), not on the
+    ground-truth plan tokens ([tokens, 16]) the demos alone give: the bench builds those features with the
+    target of the model directory the heads lie in."""
+    out = tmp_path / "rtc.json"
+    res = subprocess.run([sys.executable, str(BENCH / "rtc.py"), "--demos", str(aloha_heldout),
+                          "--head", _shipped_head("plain"), "--rtc-head", _shipped_head("rtc"), "--delays", "0,4",
+                          "--methods", "naive,training_time", "--max-episodes", "1", "--stitcher", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "conditioning: plan features of" in res.stderr
+    rows = json.loads(out.read_text())
+    assert {(r["method"], r["stage"], r["delay_steps"]) for r in rows} == {
+        (m, st, d) for m in ("naive", "training_time") for st in ("chunks", "stitched") for d in (0, 4)}
+    assert set(CASES["rtc"][1]) <= set(rows[0])
+
+
+def test_rtc_bench_refuses_episodes_that_cannot_carry_a_heads_conditioning(tmp_path):
+    """Said before anything is computed, naming what to pass: synthetic episodes carry no plan features,
+    and another model's target makes other features than the head was trained on."""
+    from plan_stack.paths import find_data
+
+    heads = ["--head", _shipped_head("plain"), "--rtc-head", _shipped_head("rtc"), "--methods", "naive"]
+    res = subprocess.run([sys.executable, str(BENCH / "rtc.py"), "--synthetic", "2", *heads],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode != 0 and "use --demos DIR" in res.stderr, res.stderr[-2000:]
+    (tmp_path / "demos").mkdir()
+    res = subprocess.run([sys.executable, str(BENCH / "rtc.py"), "--demos", str(tmp_path / "demos"), *heads,
+                          "--model", str(find_data("models", "franka"))],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode != 0, res.stderr[-2000:]
+    (line,) = [x for x in res.stderr.splitlines() if x.strip()]
+    assert "sha256" in line and "pass --model with the model directory the head was trained with" in line
+
+
 def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
     """bench/graph.py's `--sim-models without` rows run config/aloha.yaml less the planner and the chunker,
     as a file `plan-stack up --config` accepts, with every other node unchanged."""

@@ -58,8 +58,22 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def robot_argument_help() -> str:
+    """What a robot argument accepts: the robots of `plan_stack.robots` and the configs under config/."""
+    from plan_stack.robot_config import config_names
+    from plan_stack.robots import robot_names
+
+    try:
+        configs = ", ".join(config_names())
+    except ConfigError as exc:  # no config folder found: say so in the help instead of failing
+        configs = f"none found ({exc})"
+    return (f"a robot ({', '.join(robot_names())}: its stack in config/<robot>.yaml), a config by name "
+            f"(config/<name>.yaml: {configs}; <robot>_real runs on the real robot, without a simulator) or a "
+            f"path to a robot YAML")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("robot", nargs="?", help="robot name (config/<robot>.yaml) or a path to a robot YAML")
+    parser.add_argument("robot", nargs="?", help=robot_argument_help())
     parser.add_argument("--config", metavar="PATH", help="robot config file (instead of the robot name)")
     parser.add_argument("--use-sim-time", type=_bool, default=None, metavar="true|false",
                         help="override use_sim_time for every node (false on a real robot: no /clock)")

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from plan_stack.bringup import _bool
+from plan_stack.bringup import _bool, robot_argument_help
 from plan_stack.config import ConfigError
 from plan_stack.robot_config import load_robot_config, ros_parameter_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("robot", help="robot name (config/<robot>.yaml) or a path to a robot YAML")
+    parser.add_argument("robot", help=robot_argument_help())
     parser.add_argument("--out", required=True, metavar="DIR", help="directory for the <node>.yaml files")
     parser.add_argument("--use-sim-time", type=_bool, default=None, metavar="true|false",
                         help="override use_sim_time for every node")

@@ -87,13 +87,17 @@ def _numbers(value: Any) -> Any:
     return value
 
 
+def config_names() -> list[str]:
+    """The names of the robot configs under config/ (`aloha`, `aloha_real`, ...), as `plan-stack up` takes them."""
+    return sorted(p.stem for p in config_dir().glob("*.yaml"))
+
+
 def resolve_config_path(robot_or_path: str | os.PathLike) -> Path:
     """config/<robot>.yaml for a robot name, or the path itself for a path."""
     text = str(robot_or_path)
     path = Path(text) if text.endswith((".yaml", ".yml")) or os.sep in text else config_dir() / f"{text}.yaml"
     if not path.is_file():
-        known = sorted(p.stem for p in config_dir().glob("*.yaml"))
-        raise ConfigError(f"robot: no config {path} (known robots: {known})")
+        raise ConfigError(f"robot: no config {path} (known robots: {config_names()})")
     return path
 
 

@@ -38,3 +38,19 @@ def test_teacher_forced_features_equal_the_decoders_plan_features():
         res = model.decoder().generate(sample.prompt, decoder="ar", response_prefix=sample.response, budget=200)
         assert len(res.primitives) == 2
         torch.testing.assert_close(res.features, torch.from_numpy(feats), rtol=1e-4, atol=1e-4)
+
+
+def test_a_shipped_head_names_the_target_whose_plan_features_it_was_trained_on():
+    """What `bench/rtc.py` builds a head's conditioning from: the source tag and the target's fingerprint
+    in the checkpoint's meta (as `recipes/heads.py` writes them)."""
+    from plan_stack.actions.head import load_checkpoint
+    from plan_stack.actions.train_features import plan_features_target, target_fingerprint
+    from plan_stack.paths import find_data
+
+    for robot in ("aloha", "franka"):
+        for variant in ("plain", "rtc"):
+            _, meta = load_checkpoint(str(find_data("models", f"{robot}/action_head/{variant}")))
+            assert plan_features_target(meta) == target_fingerprint(find_data("models", robot))
+    assert target_fingerprint(find_data("models", "aloha")) != target_fingerprint(find_data("models", "franka"))
+    assert plan_features_target({"rtc_max_delay": 0}) is None  # `train-action-head`: ground-truth plan tokens
+    assert plan_features_target({"data": {"source": "demos"}}) is None

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from plan_stack.camera import CameraModel
-from plan_stack.data.bags import BagWriter, BagWriterError, SplitBagWriter, read_bag
+from plan_stack.data.bags import BagError, BagWriter, BagWriterError, SplitBagWriter, check_bag_folder, read_bag
 from plan_stack.viz.bag import plan_typestore
 
 STRING = "std_msgs/msg/String"
@@ -108,3 +108,15 @@ def test_header_stamp_just_below_a_second_is_not_a_second_early(tmp_path):
         assert (header.stamp.sec, header.stamp.nanosec) == (12, 250_000_000)
     finally:
         writer.close()
+
+
+def test_only_a_folder_holding_metadata_yaml_passes_as_a_bag(tmp_path, ts):
+    w = SplitBagWriter(tmp_path / "bag", ts)
+    w.close()
+    assert check_bag_folder(tmp_path / "bag") == tmp_path / "bag"
+    (tmp_path / "file.mcap").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    for path, match in ((tmp_path / "missing", "does not exist"), (tmp_path / "file.mcap", "not a bag folder"),
+                        (tmp_path / "empty", "no metadata.yaml")):
+        with pytest.raises(BagError, match=f"^{path}: .*{match}"):
+            check_bag_folder(path)

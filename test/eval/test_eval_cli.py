@@ -135,15 +135,29 @@ def test_bags_that_cannot_be_evaluated_say_why(tmp_path, demo):
     w = SplitBagWriter(empty, plan_typestore())
     w.close()
     out = tmp_path / "eval"
-    status = main(["eval", str(broken), str(empty), str(tmp_path / "missing"), "--out", str(out), "--robot", "aloha",
+    status = main(["eval", str(broken), str(empty), "--out", str(out), "--robot", "aloha",
                    "--no-pictures", "--jobs", "2"])  # workers in their own processes and ROS domains
     assert status == 1
     doc = json.loads((out / "report.json").read_text())
     errors = {Path(b["bag"]).name: b["error"] for b in doc["bags"]}
     assert "cannot read the bag" in errors["broken"]
     assert "no camera images" in errors["no_cameras"]
-    assert "cannot read the bag" in errors["missing"]
     assert "not evaluated" in (out / "report.html").read_text()
+
+
+def test_a_bag_path_that_does_not_exist_or_holds_no_bag_is_named_and_exits_2(tmp_path, capsys):
+    """Checked before anything starts: no 'give --robot' for a mistyped path, no replay of nothing, no report."""
+    (tmp_path / "not_a_bag").mkdir()
+    (tmp_path / "a_file").write_text("")
+    out = tmp_path / "eval"
+    for bag, robot, why in ((tmp_path / "missing", [], "does not exist"),
+                            (tmp_path / "missing", ["--robot", "aloha"], "does not exist"),
+                            (tmp_path / "not_a_bag", [], "not a rosbag2 bag (no metadata.yaml in it)"),
+                            (tmp_path / "a_file", ["--robot", "aloha"], "not a bag folder")):
+        assert main(["eval", str(bag), "--out", str(out), *robot, "--no-pictures"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()  # one line
+        assert line.startswith(f"plan-stack eval: {bag}: ") and why in line and "--robot" not in line
+        assert not out.exists()
 
 
 def test_bad_arguments_exit_2(tmp_path, demo):

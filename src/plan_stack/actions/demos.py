@@ -8,9 +8,10 @@ the expert's own command from the pushed state is — the DART label),
 in `Observation.joint_state`), and the conditioning is built from the
 annotation's ground-truth plan in force at that time (the latest keyframe):
 one token per arm waypoint, one per object box, one for the sub-task text
-and one for the instruction. Until the planner publishes its own features,
-the chunker is fed tokens built the same way (`plan_tokens`), so the
-`PlanFeatures` interface ([tokens, width]) is identical.
+and one for the instruction, in the `PlanFeatures` shape ([tokens, width]).
+`train-action-head --demos` and heads `bench/rtc.py` trains without `--model`
+are conditioned on these tokens; the shipped heads are conditioned on the
+planner target's plan features instead (`actions.train_features`).
 
 Token layout (width `COND_WIDTH` = 16):
 `[0:3]` xyz (m, cam_high optical frame), `[3:5]` uv / image size, `[5]` in

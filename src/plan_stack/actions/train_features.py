@@ -22,7 +22,32 @@ import torch
 from plan_stack.actions.data import Episode
 from plan_stack.actions.errors import DatasetError
 
-__all__ = ["keyframe_features", "planner_feature_episodes"]
+__all__ = ["PLAN_FEATURES_SOURCE", "keyframe_features", "planner_feature_episodes", "plan_features_target",
+           "target_fingerprint"]
+
+#: `meta.data.source` of a head checkpoint conditioned on planner plan features; `meta.data.target` is then
+#: the SHA-256 of the target's weights that made them (`target_fingerprint`, written by `recipes/heads.py`)
+PLAN_FEATURES_SOURCE = "planner plan features"
+
+
+def plan_features_target(meta: dict[str, Any]) -> str | None:
+    """The target fingerprint whose plan features a head was trained on (None: it was not trained on plan
+    features, e.g. `train-action-head` on ground-truth plan tokens); `meta` as `load_checkpoint` returns it."""
+    data = meta.get("data", {})
+    if data.get("source") != PLAN_FEATURES_SOURCE:
+        return None
+    return str(data.get("target", ""))
+
+
+def target_fingerprint(weights: str | os.PathLike) -> str:
+    """SHA-256 of a target's `model.safetensors` (a file, or a model directory holding target/)."""
+    import hashlib
+
+    path = os.fspath(weights)
+    if os.path.isdir(path):
+        path = os.path.join(path, "target", "model.safetensors")
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 @torch.no_grad()

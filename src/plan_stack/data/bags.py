@@ -28,7 +28,27 @@ import yaml
 
 from plan_stack.stamps import s_to_ns, s_to_sec_nanosec
 
-__all__ = ["BagWriter", "BagWriterError", "SplitBagWriter", "read_bag"]
+__all__ = ["BagError", "BagWriter", "BagWriterError", "SplitBagWriter", "check_bag_folder", "read_bag"]
+
+
+class BagError(ValueError):
+    """A path that is not a rosbag2 bag folder (the message names the path and what is wrong)."""
+
+
+def check_bag_folder(path: str | os.PathLike) -> Path:
+    """`path` as a Path when it is a rosbag2 bag folder: a directory holding `metadata.yaml`.
+
+    Only the folder's shape is checked, so that a tool can refuse a mistyped or wrong path before it starts
+    anything; whether the storage files read is found out by reading them. Raises BagError naming the path.
+    """
+    folder = Path(path)
+    if not folder.exists():
+        raise BagError(f"{folder}: no such bag folder (it does not exist)")
+    if not folder.is_dir():
+        raise BagError(f"{folder}: not a bag folder (a rosbag2 bag is a directory holding metadata.yaml)")
+    if not (folder / "metadata.yaml").is_file():
+        raise BagError(f"{folder}: not a rosbag2 bag (no metadata.yaml in it)")
+    return folder
 
 
 def read_bag(path: str | os.PathLike, topics=None) -> dict[str, list[tuple[float, Any]]]:

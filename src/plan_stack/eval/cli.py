@@ -12,7 +12,8 @@ domain; past one machine, run one bag per worker of an existing job system
 (e.g. a batch job array or Ray tasks calling `plan-stack eval BAG --out
 DIR/<bag>`) and merge with `--merge DIR/*`.
 Exit status: 0 all bags evaluated and every condition passed; 1 otherwise;
-2 bad arguments.
+2 bad arguments, among them a BAG that does not exist or is not a rosbag2 bag
+folder (checked before anything starts).
 """
 from __future__ import annotations
 
@@ -177,6 +178,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.out or not (args.bags or args.merge):
         print("plan-stack eval: give BAG(s) and --out (or --compare DIR_A DIR_B)", file=sys.stderr)
         return 2
+    from plan_stack.data.bags import BagError, check_bag_folder
+
+    for bag in args.bags:  # before anything is started or written: a mistyped path is named as such
+        try:
+            check_bag_folder(bag)
+        except BagError as exc:
+            print(f"plan-stack eval: {exc}", file=sys.stderr)
+            return 2
     try:
         overrides = parse_sets(args.set)
         conditions = yaml.safe_load(Path(args.conditions).read_text()) if args.conditions else None

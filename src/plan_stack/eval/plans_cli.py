@@ -2,7 +2,9 @@
 
 `--robot R` picks the shipped model directory `models/R` unless `--model`
 names another; `--demos DIR` holds episodes recorded by `plan-stack
-record-demos` (held-out seeds: never the training ones). One row per decoder
+record-demos` (held-out seeds: a warning names the episodes whose seeds
+belong to any split the model was trained on, the manifest's
+`data.planner_trains_on`, or to its validation split). One row per decoder
 plus the image-blind baseline (`blind`, from the model's
 `blind_baseline.json`); distances in metres in the JSON, centimetres in the
 printed table. `--no-gate` decodes VFlash with the schema-only gate (the
@@ -17,6 +19,7 @@ import os
 import re
 import statistics
 import sys
+from collections.abc import Iterable
 
 from plan_stack.device import EngineError, add_device_arguments, placement_from_args
 from plan_stack.robots import profile, robot_names
@@ -34,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-gate", action="store_true", help="VFlash with the schema-only gate (no geometry)")
     add_device_arguments(parser)
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1: measured ~18x faster than 2 on the shared 2-core machine)")
+                        help="torch CPU threads the models run on (default 1, the setting the reference figures "
+                             "are measured with)")
 
 
 def recording_mismatch(manifest: dict, keyframes) -> str | None:
@@ -113,16 +117,23 @@ def run(args: argparse.Namespace) -> int:
                           "gate_max_step_change_m": 0.0}
     rows = EV.evaluate(model, keyframes, spec, decoders, blind=blind, config=cfg, progress=True)
     seeds = sorted({kf.seed for kf in keyframes})
-    held = set(range(*_seed_range(model.manifest, "train")))
-    overlap = sorted(held.intersection(seeds))
+    overlap = seed_overlap(model.manifest, args.robot, seeds)
+    trained_on = {k: n for k, n in overlap.items() if k != VALIDATION}
     info = {"model": str(path), "demos": args.demos, "keyframes": len(keyframes), "episodes": len(seeds),
             "seeds": [seeds[0], seeds[-1]], "data": data_fingerprint([args.demos]),
-            "train_seed_overlap": len(overlap), "device": str(placement.device),
+            "train_seed_overlap": sum(trained_on.values()), "seed_overlap_by_split": overlap,
+            "device": str(placement.device),
             "dtype": str(placement.dtype).removeprefix("torch."),
             "gate": "schema" if args.no_gate else "schema+geometry",
             "decoder_config": dataclasses.asdict(model.decoder(cfg, decodings=decoders).config)}
-    if overlap:
-        print(f"eval-plans: WARNING: {len(overlap)} episode seeds were training seeds", file=sys.stderr)
+    if trained_on:
+        print(f"eval-plans: WARNING: {sum(trained_on.values())} of {len(seeds)} episode seeds are seeds of splits "
+              f"the model was trained on ({_by_split(trained_on)}): these figures are not held-out",
+              file=sys.stderr)
+    if overlap.get(VALIDATION):
+        print(f"eval-plans: WARNING: {overlap[VALIDATION]} of {len(seeds)} episode seeds are validation seeds, "
+              f"on which the model's checkpoint and gate bounds were chosen: these figures are not held-out",
+              file=sys.stderr)
     mismatch = recording_mismatch(model.manifest, keyframes)
     info["recording_mismatch"] = mismatch
     if mismatch:
@@ -146,9 +157,51 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seed_range(manifest: dict, split: str) -> tuple[int, int]:
-    s = manifest.get("data", {}).get("splits_by_seed", {}).get(split)
-    return (int(s["first_seed"]), int(s["first_seed"]) + int(s["episodes"])) if s else (0, 0)
+#: the split `plan-stack train` chooses the target's checkpoint, the gate bounds and the text block on
+VALIDATION = "val"
+
+
+def training_splits(manifest: dict, robot: str) -> list[str]:
+    """The recorded splits a model directory's planner was trained on: the manifest's `data.planner_trains_on`
+    (and, for a fine-tuned model, what the model it started from was trained on), else what the robot's
+    recipe trains on (`train`, the extra planner splits, the on-policy rounds' splits)."""
+    data = manifest.get("data", {})
+    names = list(data.get("planner_trains_on") or [])
+    names += manifest.get("initialised_from", {}).get("planner_trained_on") or []
+    if not names:
+        p = profile(robot)
+        names = ["train", *p.planner_extra_splits, *(split for split, _ in p.onpolicy_rounds)]
+    return list(dict.fromkeys(names))
+
+
+def split_seeds(manifest: dict, robot: str, split: str) -> range:
+    """The episode seeds of `split`: the manifest's (`data.splits_by_seed`, else the split's recorded seed
+    range), else the robot profile's; empty when neither names the split."""
+    data = manifest.get("data", {})
+    by_seed = data.get("splits_by_seed", {}).get(split)
+    if by_seed:
+        return range(int(by_seed["first_seed"]), int(by_seed["first_seed"]) + int(by_seed["episodes"]))
+    recorded = data.get(split)
+    if isinstance(recorded, dict) and "seed_min" in recorded:
+        return range(int(recorded["seed_min"]), int(recorded["seed_max"]) + 1)
+    first, episodes = profile(robot).splits.get(split, (0, 0))
+    return range(first, first + episodes)
+
+
+def seed_overlap(manifest: dict, robot: str, seeds: Iterable[int]) -> dict[str, int]:
+    """How many of `seeds` belong to each split the model was trained on, and to its validation split
+    (`VALIDATION`); splits none of them belong to are left out."""
+    wanted = set(seeds)
+    out = {}
+    for split in [*training_splits(manifest, robot), VALIDATION]:
+        n = sum(1 for s in wanted if s in split_seeds(manifest, robot, split))
+        if n:
+            out[split] = n
+    return out
+
+
+def _by_split(counts: dict[str, int]) -> str:
+    return ", ".join(f"{split}: {n}" for split, n in counts.items())
 
 
 def _focus_subtask(rows: list[dict]) -> str | None:

@@ -28,11 +28,11 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     from plan_stack.actions.head import HeadConfig
     from plan_stack.actions.train import HeadTrainConfig
     from plan_stack.actions.train import train as train_head
-    from plan_stack.actions.train_features import planner_feature_episodes
+    from plan_stack.actions.train_features import PLAN_FEATURES_SOURCE, planner_feature_episodes, target_fingerprint
 
     cache = work / "head_features.pt"
     # the episode limit is part of the key: a cache of fewer episodes must not stand in for a larger recipe
-    key = {"data": data_id, "target": hashlib_of(work / "target_final" / "model.safetensors"),
+    key = {"data": data_id, "target": target_fingerprint(work / "target_final" / "model.safetensors"),
            "train_episodes": recipe.head_episodes, "extra_splits": list(recipe.head_extra_splits)}
     if cache.is_file() and torch.load(cache, weights_only=False)["key"] == key:
         eps = torch.load(cache, weights_only=False)
@@ -60,7 +60,7 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
         hdir = work / f"head_{variant}"
         t0 = time.monotonic()
         res = train_head(head_cfg, cfg, train_eps, eval_eps, str(hdir), resume=args.resume, log=log,
-                         meta={"data": {"source": "planner plan features", **data_id, "target": key["target"]}},
+                         meta={"data": {"source": PLAN_FEATURES_SOURCE, **data_id, "target": key["target"]}},
                          force_resume=args.force_resume, device=model.target.device)
         dest = out / "action_head" / variant
         dest.mkdir(parents=True, exist_ok=True)
@@ -77,9 +77,3 @@ def train_heads(args, recipe: Recipe, spec, model, out: Path, work: Path, train_
     manifest["action_head_training"] = summary
     path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return 0
-
-
-def hashlib_of(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()

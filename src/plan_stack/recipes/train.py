@@ -70,13 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue from the states in --work")
     parser.add_argument("--force-resume", action="store_true", help="resume even if the data set changed")
     parser.add_argument("--threads", type=int, default=usable_cores(),
-                        help="torch CPU threads (default: every core this process may use; the driving target "
-                             "trained 150 steps in 66 s with 2 threads and 98 s with 1 on the 2-core machine)")
+                        help="torch CPU threads, shared by the --ranks processes (default: every core this process "
+                             "may use)")
     parser.add_argument("--ranks", type=int, default=None,
-                        help="data-parallel training processes on the CPU, sharing --threads (default: 2 where "
-                             "there are 2-3 threads, 4 from 4; 1 on a GPU): on the 2-core machine two one-thread "
-                             "ranks trained the driving target 1.18x and its drafter 1.41x as fast as one process "
-                             "with two threads")
+                        help="data-parallel training processes on the CPU, sharing --threads and splitting each "
+                             "stage's batch (default: 2 where there are 2-3 threads, 4 from 4, where that divides "
+                             "every batch, else 1; 1 on a GPU)")
     add_device_arguments(parser, dtype=False)
     parser.add_argument("--target-steps", type=int, default=None, help="override the recipe's target steps")
     parser.add_argument("--coord-sigma-bins", type=float, default=None, metavar="BINS",

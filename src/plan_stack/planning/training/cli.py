@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="resume even though the checkpoint was trained on other data")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
     parser.add_argument("--ranks", type=int, default=None,
-                        help="data-parallel training processes on the CPU, sharing the threads (default: as "
-                             "`plan-stack train`, 2 on a 2-core machine where they divide --batch-size; 1 on a GPU)")
+                        help="data-parallel training processes on the CPU, sharing the threads and splitting "
+                             "--batch-size (default: 2 where there are 2-3 threads, 4 from 4, where that divides "
+                             "--batch-size, else 1; 1 on a GPU)")
     parser.add_argument("--seed", type=int, default=0)
     add_device_arguments(parser, dtype=False)
 
