@@ -12,7 +12,9 @@ Executor choices (how every node of a process is spun):
                  `executor_for` picks (SingleThreadedExecutor unless the node class sets
                  `executor_threads`), spun with `spin()` in a thread of its own;
 * `events`       rclpy's experimental EventsExecutor, one per node, each polled with
-                 `spin_once(timeout_sec=0.1)` in its own thread.
+                 `spin_once(timeout_sec=0.1)` in its own thread. Jazzy's rclpy has none
+                 (`rclpy.experimental` came with Kilted): there the `events` rows are left out
+                 with a message (`usable_executors`), and `--executors events` alone runs `per_node`.
 
 Parts (each row runs its processes on a ROS domain of its own, reserved like the test suite's):
 * `ingest`  the `ingest` node alone in a process, fed by a separate publisher process at ALOHA
@@ -106,6 +108,26 @@ def _load1() -> float:
     return os.getloadavg()[0]
 
 
+def events_executor_class():
+    """rclpy's EventsExecutor, or None where this rclpy has none (Jazzy)."""
+    try:
+        from rclpy.experimental import EventsExecutor
+    except ImportError:
+        return None
+    return EventsExecutor
+
+
+def usable_executors(wanted: list[str]) -> list[str]:
+    """`wanted` less `events` where rclpy lacks the EventsExecutor (said on stderr); `per_node` when nothing
+    is left."""
+    if "events" not in wanted or events_executor_class() is not None:
+        return list(wanted)
+    rest = [e for e in wanted if e != "events"]
+    print("graph.py: this rclpy has no EventsExecutor (rclpy.experimental, Kilted and later): the `events` rows "
+          "are left out" + ("" if rest else "; running `per_node` instead"), file=sys.stderr, flush=True)
+    return rest or ["per_node"]
+
+
 def spin_nodes(nodes, executor: str, stop: threading.Event) -> None:
     """Spin `nodes` with one executor choice until `stop` is set (the calling thread waits)."""
     import rclpy
@@ -126,7 +148,9 @@ def spin_nodes(nodes, executor: str, stop: threading.Event) -> None:
     if executor == "events":
         # EventsExecutor: created, polled and shut down in its own thread (a shutdown or a context
         # shutdown from another thread while it spins hangs in this rclpy).
-        from rclpy.experimental import EventsExecutor
+        EventsExecutor = events_executor_class()
+        if EventsExecutor is None:
+            raise RuntimeError("executor `events`: this rclpy has no EventsExecutor (rclpy.experimental)")
 
         def poll(node):
             ex = EventsExecutor(context=node.context)
@@ -485,6 +509,7 @@ def main(argv=None) -> int:
         return role_nodes(args)
     if args.role == "clock":
         return role_clock(args)
+    args.executors = usable_executors(args.executors)
     held: list = []
     domain = _reserve_domain(held)
     rows: list[dict] = []

@@ -6,8 +6,10 @@ here; their figures are read from full runs, never asserted in tests.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -126,9 +128,48 @@ def test_rtc_bench_refuses_episodes_that_cannot_carry_a_heads_conditioning(tmp_p
 def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
     """bench/graph.py's `--sim-models without` rows run config/aloha.yaml less the planner and the chunker,
     as a file `plan-stack up --config` accepts, with every other node unchanged."""
-    import importlib.util
-
     from plan_stack.robot_config import load_robot_config
+
+    graph = _graph_module()
+    full = {s.name: s for s in load_robot_config("aloha").nodes}
+    lean = {s.name: s for s in load_robot_config(graph._config_without_models(str(tmp_path))).nodes}
+    assert set(graph.MODEL_NODES) <= set(full)
+    assert set(lean) == set(full) - set(graph.MODEL_NODES)
+    assert all(lean[n].parameters == full[n].parameters for n in lean)
+
+
+def test_graph_bench_leaves_out_the_events_rows_where_rclpy_has_no_events_executor(tmp_path):
+    """Jazzy's rclpy has no `rclpy.experimental.EventsExecutor`: bench/graph.py runs the other executors' rows
+    and says why the `events` ones are missing, instead of failing them. A `sitecustomize` on PYTHONPATH makes
+    the import fail in the bench and in every process it starts, as on Jazzy."""
+    shim = tmp_path / "jazzy_rclpy"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import sys\nsys.modules['rclpy.experimental'] = None\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "graph.json"
+    res = subprocess.run([sys.executable, str(BENCH / "graph.py"), "--parts", "idle", "--executors", "per_node",
+                          "events", "--idle-nodes", "stitcher", "--idle-window", "1", "--startup", "3",
+                          "--json", str(out)], capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "no EventsExecutor" in res.stderr and "`events` rows are left out" in res.stderr, res.stderr[-2000:]
+    rows = json.loads(out.read_text(), parse_constant=lambda c: c)
+    assert [(r["executor"], r["mode"]) for r in rows] == [("per_node", "process")], rows
+
+
+def test_graph_bench_runs_per_node_when_only_events_was_asked_for_and_rclpy_lacks_it(monkeypatch, capsys):
+    graph = _graph_module()
+    monkeypatch.setitem(sys.modules, "rclpy.experimental", None)
+    assert graph.events_executor_class() is None
+    assert graph.usable_executors(["events"]) == ["per_node"]
+    assert "running `per_node` instead" in capsys.readouterr().err
+    assert graph.usable_executors(["mt_spin_once", "per_node"]) == ["mt_spin_once", "per_node"]
+    assert capsys.readouterr().err == ""
+    with pytest.raises(RuntimeError, match="no EventsExecutor"):
+        graph.spin_nodes([], "events", threading.Event())
+
+
+def _graph_module():
+    import importlib.util
 
     spec = importlib.util.spec_from_file_location("graph_bench", BENCH / "graph.py")
     graph = importlib.util.module_from_spec(spec)
@@ -137,11 +178,7 @@ def test_graph_bench_brings_up_aloha_without_its_models(tmp_path):
         spec.loader.exec_module(graph)
     finally:
         sys.path.remove(str(BENCH))
-    full = {s.name: s for s in load_robot_config("aloha").nodes}
-    lean = {s.name: s for s in load_robot_config(graph._config_without_models(str(tmp_path))).nodes}
-    assert set(graph.MODEL_NODES) <= set(full)
-    assert set(lean) == set(full) - set(graph.MODEL_NODES)
-    assert all(lean[n].parameters == full[n].parameters for n in lean)
+    return graph
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
 """Device and dtype selection: one rule for every model-running node."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -36,3 +38,11 @@ def test_cpu_provider_for_onnx_and_no_provider_for_tensorrt():
     assert onnx_providers("onnx", p) == ["CPUExecutionProvider"]
     with pytest.raises(EngineError, match="does not run through onnxruntime"):
         onnx_providers("tensorrt", p)
+
+
+def test_backend_onnx_without_onnxruntime_names_the_package_to_install(monkeypatch):
+    """onnxruntime is optional (an apt ROS 2 install's requirements leave it out): without it the `onnx`
+    backend is refused with what to install, which a node reports as a parameter error."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(EngineError, match="needs the onnxruntime package.*pip install onnxruntime"):
+        onnx_providers("onnx", resolve_placement("cpu"))

@@ -1,4 +1,4 @@
-"""package.xml, CMakeLists.txt and the apt-install requirements say what a real ROS 2 install needs."""
+"""package.xml and CMakeLists.txt say what a real ROS 2 install needs (the requirements files: test_requirements.py)."""
 from __future__ import annotations
 
 import re
@@ -36,17 +36,6 @@ def test_cmake_asks_ament_where_python_goes():
     cmake = (ROOT / "CMakeLists.txt").read_text()
     assert "ament_get_python_install_dir(" in cmake
     assert "PYTHON_INSTALL_DIR}" not in cmake
-
-
-def test_apt_requirements_keep_apts_numpy_and_match_the_runtime_pins():
-    def pins(name):
-        lines = (ROOT / "requirements" / name).read_text().splitlines()
-        return dict(line.split("==") for line in lines if line and not line.startswith("#"))
-
-    apt, runtime = pins("ros-apt.txt"), pins("runtime.txt")
-    assert "numpy" not in apt and "torch" not in apt
-    differing = {k for k in apt if apt[k] != runtime.get(k)}
-    assert differing == {"opencv-python-headless"}  # the last release that runs on numpy 1.x
 
 
 def test_readme_install_recipe_uses_a_venv_that_sees_apt_ros():

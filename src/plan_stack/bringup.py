@@ -8,17 +8,20 @@ waits on the other nodes' threads for the GIL: measured 4x slower, plans 2-5 s
 old at the chunker), which then run in processes of their own; or one process
 per node (`--processes`); exactly the nodes and parameters the launch files
 use. A node's `nice` (config) lowers the priority of the process that runs it
-(`apply_nice`; the launch files prefix `nice -n N`). Ctrl-C / SIGTERM
-stops every node cleanly; a node that rejects its parameters stops the whole
-bring-up with exit status 2 and a message naming the parameter.
+(`apply_nice`; under launch the node applies it itself, from
+`node_processes.NICE_ENV`). Ctrl-C / SIGTERM stops every node cleanly, also
+while a node is still loading its model; a node that rejects its parameters
+stops the whole bring-up with exit status 2 and a message naming the parameter.
 
-Failure behaviour: with more than one process, a node process that dies (crash,
-`kill -9`, a failed worker thread: exit status 1) is restarted after a
-back-off that doubles from RESPAWN_DELAY_S up to RESPAWN_MAX_DELAY_S (reset
-once it has stayed up RESPAWN_RESET_S), like launch's `respawn`, and each
+Failure behaviour: with more than one process, what happens after a node
+process ends is `node_processes.after_exit`, the launch files' policy too. A
+node process that crashed (`kill -9`, a failed worker thread: exit status 1)
+is restarted after a back-off that doubles from RESPAWN_DELAY_S up to
+RESPAWN_MAX_DELAY_S (reset once it has stayed up RESPAWN_RESET_S), and each
 restart is logged; the bridges hold position meanwhile (their watchdog). A
 node that refuses its parameters (status 2) is not restarted: the bring-up
-stops. In one process, a failed node stops the process with status 1.
+stops. A node stopped on request (status 0, SIGINT, SIGTERM) stays stopped.
+In one process, a failed node stops the process with status 1.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ import time
 from plan_stack.child_processes import die_with_parent
 from plan_stack.config import ConfigError
 from plan_stack.executables import NODE_CLASSES
+from plan_stack.node_processes import AfterExit, after_exit, describe_exit, exit_now
 from plan_stack.paths import find_data
 from plan_stack.robot_config import NodeSpec, load_robot_config
 
@@ -44,8 +48,6 @@ RESPAWN_DELAY_S = 1.0
 RESPAWN_MAX_DELAY_S = 30.0
 #: A node that stayed up this long (s) before dying restarts after the first delay again.
 RESPAWN_RESET_S = 60.0
-#: Exit status of a node that refused its parameters: restarting cannot help.
-CONFIG_ERROR_STATUS = 2
 #: RViz configuration started by `--rviz` (config/ folder).
 RVIZ_CONFIG = "plan_stack.rviz"
 
@@ -117,23 +119,18 @@ def apply_nice(specs: list[NodeSpec]) -> int:
 
 
 def _run_in_process(specs: list[NodeSpec], threads: int | None) -> int:
-    from plan_stack.ros.lifecycle import run_nodes
-
     apply_nice(specs)
-    return run_nodes([node_factory(s) for s in specs], threads=threads)
+    try:  # the node modules import torch, transformers, mujoco...: seconds in which Ctrl-C may come
+        from plan_stack.ros.lifecycle import run_nodes
+
+        factories = [node_factory(s) for s in specs]
+    except KeyboardInterrupt:
+        return 0
+    return run_nodes(factories, threads=threads)
 
 
 def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] plan-stack: {message}", file=sys.stderr, flush=True)
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 class _Child:
@@ -146,6 +143,7 @@ class _Child:
         self.restarts = 0
         self.quick_deaths = 0
         self.restart_at: float | None = None
+        self.stopped = False  # ended on request (status 0, SIGINT, SIGTERM): left stopped
 
     def start(self) -> None:
         # SIGTERM when the bring-up dies (even by SIGKILL): a node never outlives it
@@ -191,6 +189,8 @@ def _run_processes(robot: str, groups: list[list[NodeSpec]], respawn: bool = Tru
         while not stopping:
             now = time.monotonic()
             for child in children:
+                if child.stopped:
+                    continue
                 if child.restart_at is not None:
                     if now >= child.restart_at:
                         child.restarts += 1
@@ -200,15 +200,22 @@ def _run_processes(robot: str, groups: list[list[NodeSpec]], respawn: bool = Tru
                 code = child.proc.poll() if child.proc is not None else None  # started above
                 if code is None:
                     continue
-                if code == CONFIG_ERROR_STATUS or not respawn:
-                    _log(f"node {child.name} {_describe_exit(code)}; stopping the others")
-                    status = code or 1
+                action = after_exit(code)  # the launch files decide the same way (launch_support)
+                if action is AfterExit.STOP_ALL or not respawn:
+                    _log(f"node {child.name} {describe_exit(code)}; stopping the others")
+                    status = code if code > 0 else (0 if action is AfterExit.STOPPED else 1)
                     stopping = True
                     break
+                if action is AfterExit.STOPPED:
+                    _log(f"node {child.name} {describe_exit(code)}: it stopped on request and is not restarted")
+                    child.stopped = True
+                    continue
                 child.quick_deaths = 1 if now - child.started >= RESPAWN_RESET_S else child.quick_deaths + 1
                 delay = respawn_delay(child.quick_deaths)
                 child.restart_at = now + delay
-                _log(f"node {child.name} {_describe_exit(code)}; restarting it in {delay:.1f} s")
+                _log(f"node {child.name} {describe_exit(code)}; restarting it in {delay:.1f} s")
+            if all(child.stopped for child in children):
+                break
             time.sleep(0.1)
     finally:
         running = [(c.name, c.proc) for c in children if c.proc is not None and c.proc.poll() is None]
@@ -264,13 +271,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"plan-stack up: {cfg.path} lists no nodes", file=sys.stderr)
         return 2
     rviz = start_rviz() if getattr(args, "rviz", False) else None
+    # --only: exactly these nodes in this process (how the bring-up starts its own children)
+    groups = [specs] if args.only else process_groups(specs, args.processes)
     try:
-        # --only: exactly these nodes in this process (how the bring-up starts its own children)
-        groups = [specs] if args.only else process_groups(specs, args.processes)
         if len(groups) > 1:
             return _run_processes(str(cfg.path), groups, respawn=args.respawn, use_sim_time=args.use_sim_time,
                                   threads=args.threads)
-        return _run_in_process(specs, args.threads)
+        status = _run_in_process(specs, args.threads)
     finally:
         if rviz is not None and rviz.poll() is None:
             rviz.terminate()
@@ -278,6 +285,8 @@ def run(args: argparse.Namespace) -> int:
                 rviz.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 rviz.kill()
+    # the nodes ran in this process and are closed: skip the interpreter's finalisation (seconds with torch)
+    exit_now(status)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,4 +296,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main())  # a node process (`--only`) ends in run() with exit_now

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # torch is imported where a placement is resolved: `--help` s
     import torch
 
 __all__ = ["BACKENDS", "DEVICES", "DTYPES", "EngineError", "Placement", "resolve_placement", "onnx_providers",
-           "add_device_arguments", "placement_from_args"]
+           "import_onnxruntime", "add_device_arguments", "placement_from_args"]
 
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
@@ -80,10 +80,20 @@ def placement_from_args(args: Any) -> Placement:
     return resolve_placement(getattr(args, "device", "cpu"), getattr(args, "dtype", "auto"))
 
 
+def import_onnxruntime() -> Any:
+    """The onnxruntime module; EngineError naming what to install where it is missing (an optional package:
+    only the `onnx` backend needs it, and an apt ROS 2 install's requirements leave it out)."""
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise EngineError(f"backend onnx needs the onnxruntime package ({exc}): pip install onnxruntime "
+                          "(onnxruntime-gpu for CUDA)") from None
+    return onnxruntime
+
+
 def onnx_providers(backend: str, placement: Placement) -> list[str]:
     """onnxruntime execution providers for a backend, checked against what this install has."""
-    import onnxruntime as ort
-
+    ort = import_onnxruntime()
     available = ort.get_available_providers()
     if backend == "onnx":
         wanted = ["CUDAExecutionProvider", "CPUExecutionProvider"] if placement.is_cuda else ["CPUExecutionProvider"]

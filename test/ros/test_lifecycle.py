@@ -149,3 +149,91 @@ def test_no_module_uses_rclpy_init_as_a_context_manager():
                  for p in (root / folder).rglob("*.py")
                  for i, line in enumerate(p.read_text().splitlines()) if re.search(r"with\s+rclpy\.init\(", line)]
     assert not offenders, offenders
+
+
+# A node process whose node takes a minute to build (a planner importing and loading its model): it prints
+# "building" and then works in Python for 60 s, or, with `convert`, in a loop that turns every exception into a
+# RuntimeError as torch's C++ loaders do.
+_SLOW_START = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {here!r})
+    from conftest import ToyNode
+    from plan_stack.ros.lifecycle import node_main
+
+    class SlowToyNode(ToyNode):
+        def __init__(self, **kwargs):
+            print("building", flush=True)
+            end = time.monotonic() + 60.0
+            while time.monotonic() < end:
+                try:
+                    sum(range(10000))
+                except BaseException as exc:
+                    if {convert!r}:
+                        raise RuntimeError(f"could not load the model: {{exc!r}}") from None
+                    raise
+            super().__init__(**kwargs)
+
+    sys.exit(node_main(SlowToyNode)())
+""")
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("convert", [False, True], ids=["raises_through", "converted_by_the_loader"])
+def test_a_stop_signal_while_a_node_is_built_ends_the_process_at_once_with_status_0(sig, convert):
+    """SIGINT/SIGTERM during a node's construction (a model load of 10-60 s) abandons it: status 0 within a
+    second, one line saying so, no traceback. Before, the signal waited for the construction to finish, and
+    launch escalated to SIGTERM and SIGKILL meanwhile. Where the loader turns the interruption into another
+    error, that is not taken for a bad parameter (status 2 would stop the whole launch)."""
+    import time
+
+    code = _SLOW_START.format(here=os.path.dirname(__file__), convert=convert)
+    proc = subprocess.Popen([sys.executable, "-c", code, "--ros-args", "-p", "joint_names:=[a]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "building"
+        time.sleep(0.5)  # inside the construction, signal handlers installed
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert f"{signal.Signals(sig).name} during start-up: stopping" in out, out
+    assert "Traceback" not in out and "invalid parameter" not in out, out
+    assert took < 2.0, f"{took:.2f} s to exit"
+
+
+@pytest.mark.ros
+def test_node_main_applies_the_niceness_of_the_environment():
+    """A launch file passes a node's `nice` as PLAN_STACK_NICE; node_main applies it to its own process before
+    the node starts, relative to the niceness it was started with (so it composes with a `nice` in a launch
+    prefix)."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    code = _PROCESS.format(here=os.path.dirname(__file__))
+    proc = subprocess.Popen(["nice", "-n", "1", sys.executable, "-c", code, "--ros-args", "-p", "joint_names:=[a]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PLAN_STACK_NICE="7"))
+    try:
+        with ros_context() as ctx:
+            probe = Node("nice_env_probe", context=ctx)
+            with executor_with(ctx, probe) as ex:
+                assert spin_until(ex, lambda: "toy" in probe.get_node_names() or proc.poll() is not None, 30.0,
+                                  step_s=0.05)
+        assert proc.poll() is None
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == min(base + 1 + 7, 19)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+
+
+def test_a_bad_niceness_in_the_environment_is_a_configuration_error():
+    code = _PROCESS.format(here=os.path.dirname(__file__))
+    done = subprocess.run([sys.executable, "-c", code, "--ros-args", "-p", "joint_names:=[a]"], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PLAN_STACK_NICE="high"))
+    assert done.returncode == 2, done.stderr
+    assert "PLAN_STACK_NICE: expected an integer 0-19, got 'high'" in done.stderr and "Traceback" not in done.stderr

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from plan_stack.device import EngineError, Placement, onnx_providers, resolve_placement
+from plan_stack.device import EngineError, Placement, import_onnxruntime, onnx_providers, resolve_placement
 from plan_stack.engines.export import read_manifest, vision_key
 
 __all__ = ["Runner", "OrtRunner", "TrtRunner", "tensorrt_status", "EngineSet", "EngineDrafter", "EngineVision",
@@ -40,8 +40,7 @@ class OrtRunner:
     """One onnxruntime session (threads fixed, all graph optimisations on)."""
 
     def __init__(self, path: str | os.PathLike, providers: list[str], threads: int = 1) -> None:
-        import onnxruntime as ort
-
+        ort = import_onnxruntime()
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = max(int(threads), 1)
         opts.inter_op_num_threads = 1

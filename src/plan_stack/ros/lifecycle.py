@@ -2,10 +2,14 @@
 
 `run_nodes` spins one or more nodes, each on its own executor (`executor_for`: single-threaded
 unless the node class sets `executor_threads`), and shuts down cleanly on SIGINT/SIGTERM, calling
-each node's `close()` if it has one. A parameter error at start-up is a one-line fatal log and exit
-status 2. A node whose worker thread dies calls `fail(node, reason)`: FATAL log, and the process
-exits with status 1 instead of lingering half-alive. `ros_session` starts and stops rclpy without
-`rclpy.init`'s context manager (absent on Jazzy). `node_main` is the `main()` of one node class.
+each node's `close()` if it has one. SIGINT/SIGTERM while the nodes are still being built (a planner
+imports and loads its model for 10-60 s) abandons the construction at once (`StopRequested`) instead
+of finishing it first. A parameter error at start-up is a one-line fatal log and exit status 2
+(`node_processes.CONFIG_ERROR_STATUS`). A node whose worker thread dies calls `fail(node, reason)`:
+FATAL log, and the process exits with status 1 instead of lingering half-alive. `ros_session` starts
+and stops rclpy without `rclpy.init`'s context manager (absent on Jazzy). `node_main` is the `main()`
+of one node class: it applies the niceness of `node_processes.NICE_ENV` first, and ends the process
+with `node_processes.exit_now` (no interpreter finalisation) once the nodes are closed.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from plan_stack.config import ConfigError
+from plan_stack.node_processes import CONFIG_ERROR_STATUS, apply_nice_from_env, exit_now
 from plan_stack.ros.diagnostics import ERROR, Diagnostics
 from plan_stack.ros.executors import executor_with_threads
 from plan_stack.ros.params import check_overrides
@@ -42,6 +47,13 @@ def _close(node: Node) -> None:
 STOP_POLL_S = 0.1
 
 
+class StopRequested(BaseException):
+    """SIGINT/SIGTERM arrived while the nodes were being built: the construction is abandoned.
+
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` on the way (a model loader's)
+    swallows it."""
+
+
 class _StopSignals:
     """SIGINT/SIGTERM set a flag that the spin loop polls.
 
@@ -49,16 +61,28 @@ class _StopSignals:
     arrives; one landing between `rclpy.init` and the first spin was lost and
     the process spun forever. Polling a flag has no such window. Installed
     only in the main thread (Python's rule); elsewhere the caller stops us.
+    While `interrupting` is set (the nodes are being built in the main
+    thread) the handler also raises `StopRequested` there: a node that
+    imports and loads a model for a minute would otherwise see the flag
+    only after that, and launch escalates to SIGTERM and SIGKILL meanwhile.
     """
 
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.interrupting = False
+        self.received = ""  # the name of the last stop signal
         self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.received = signal.Signals(signum).name
+        self.event.set()
+        if self.interrupting:
+            raise StopRequested(self.received)
 
     def __enter__(self) -> _StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, lambda _s, _f: self.event.set())
+                self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -119,9 +143,10 @@ def run_nodes(
 
     Each node spins on its own executor (`executor_for`) in its own thread, so
     nodes in one process cannot starve each other and an idle node sleeps in
-    its wait set. Returns the process exit status: 0 on a clean shutdown, 2
-    when a node rejected its parameters at start-up, 1 when a node failed
-    (`fail`) or a callback raised (FATAL log naming the node).
+    its wait set. Returns the process exit status: 0 on a clean shutdown
+    (also when stopped while the nodes were being built), 2 when a node
+    rejected its parameters at start-up, 1 when a node failed (`fail`) or a
+    callback raised (FATAL log naming the node).
     """
     nodes: list[Node] = []
     status = 0
@@ -129,12 +154,25 @@ def run_nodes(
         stopping = signals.event if stop is None else stop
         try:
             try:
-                for make in factories:
-                    nodes.append(make())
-                    check_overrides(nodes[-1])
-            except ConfigError as exc:
-                rclpy.logging.get_logger("plan_stack").fatal(f"invalid parameter {exc}")
-                return 2
+                signals.interrupting = True
+                try:
+                    for make in factories:
+                        if stopping.is_set() or signals.event.is_set():
+                            return 0
+                        nodes.append(make())
+                        check_overrides(nodes[-1])
+                finally:
+                    signals.interrupting = False
+            except (StopRequested, Exception) as exc:
+                # StopRequested may surface as another error where it crossed C++ code (torch's loaders turn
+                # it into a RuntimeError, which a node reports as a bad model_dir): a stop signal decides
+                if isinstance(exc, StopRequested) or signals.event.is_set():
+                    rclpy.logging.get_logger("plan_stack").info(f"{signals.received} during start-up: stopping")
+                    return 0
+                if isinstance(exc, ConfigError):
+                    rclpy.logging.get_logger("plan_stack").fatal(f"invalid parameter {exc}")
+                    return CONFIG_ERROR_STATUS
+                raise
             executors = [executor_for(node, threads) for node in nodes]
             shutting_down = threading.Event()
             spinners = []
@@ -200,7 +238,13 @@ def node_main(node_cls: type[Node]) -> Callable[[list[str] | None], int]:
     """A `main(args=None)` for one node class, for lib/plan_stack wrappers."""
 
     def main(args: list[str] | None = None) -> int:
-        return run_nodes([node_cls], args=args)
+        try:
+            apply_nice_from_env()
+        except ConfigError as exc:
+            sys.stderr.write(f"plan_stack: {node_cls.__name__}: {exc}\n")
+            exit_now(CONFIG_ERROR_STATUS)
+        exit_now(run_nodes([node_cls], args=args))
 
-    main.__doc__ = f"Run the {node_cls.__name__} in its own process."
+    main.__doc__ = (f"Run the {node_cls.__name__} in its own process, which ends with the exit status "
+                    "(`node_processes.exit_now`).")
     return main
