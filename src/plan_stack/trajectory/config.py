@@ -198,9 +198,10 @@ class StitcherNodeConfig:
     point_lead_s: float = param(
         "Stamp each trajectory this long before its first point is due (time_from_start starts at it; same "
         "absolute times): the bridge then joins its reference to the first point over the lead instead of "
-        "taking it as a jump. The grid samples of the trajectory being executed over the lead, and back to now, "
-        "are sent too, so the join never replaces more than part of one segment. Keep it <= command_latency_s; "
-        "0 = first point at time 0", 0.0, min=0.0, max=1.0)
+        "taking it as a jump. Stitched onto the trajectory being executed, its grid samples over the lead, and "
+        "back to now, are sent too, so the join never replaces more than part of one segment; started from a "
+        "state (the bridge's hold, the measured state), the join takes the whole lead. The one lead (it replaces "
+        "measured_start_lead_s). Keep it <= command_latency_s; 0 = first point at time 0", 0.0, min=0.0, max=1.0)
     reanchor_ignore_joints: tuple[str, ...] = param(
         "Joints whose distance from the trajectory does not count for re-anchoring (grippers: closed on an "
         "object they stay short of their reference by design)", (), read_only=True)
