@@ -214,25 +214,39 @@ class _patched:
         setattr(self.owner, self.name, self.saved)
 
 
-BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "late_join_s", "chunks", "published", "refused",
-                  "accepted_late", "fallbacks", "interpolation_rejects", "failed", "first_refusal"]
+BRIDGE_COLUMNS = ["suite", "robot", "seed", "delay_max_ms", "delayed_share", "late_join_s", "chunks", "published",
+                  "refused", "late_refused", "unseen_refused", "accepted_late", "reanchored", "fallbacks",
+                  "interpolation_rejects", "failed", "first_refusal"]
 
 
-def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0), n_chunks=300,
-               late_joins_s=(0.1,)) -> list[dict]:
-    """The stitcher and its bridge's decisions (`ArmBridge`, the bridge nodes' library) in one process, with
-    the robot config's parameters: rough chunks every 0.10-0.12 s (off the output grid) from where the
-    bridge's reference is, each trajectory published with the node's lead and accepted by the bridge up to
-    `delay` after the chunk; the stitcher keeps stitching onto what the bridge executes (after a refusal, the
-    bridge's last accepted command). Counts the bridge's refusals (goal: 0) and the commands it accepted late,
-    joined over `late_join_s` (each value in `late_joins_s` is a row; 0: late commands refused as they are)."""
+def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30.0, 90.0, 150.0, 250.0),
+               n_chunks=300, late_joins_s=(0.1,), report_delay_ms=10.0, delayed_shares=(1.0,)) -> list[dict]:
+    """The stitcher node's policy (`Stitcher` with `StartState`, initial_state bridge) and its bridge's decisions
+    (`ArmBridge`, the bridge nodes' library) in one process on one simulated clock, with the robot config's
+    parameters: rough chunks every 0.10-0.12 s (off the output grid) from where the bridge's reference is, each
+    trajectory delivered to the bridge up to `delay` after it was published (a `delayed_share` of them, the others
+    within 5 ms, as stalls of a loaded machine; in order, as one reliable publisher's messages arrive), and the
+    bridge's accounts of what it executes (`active_trajectory`: the curve it follows) and of each refusal
+    (`bridge_state`) delivered to the stitcher up to `report_delay_ms` later.
+    Counts the bridge's refusals: `late_refused` those of trajectories delivered later than the stitcher's
+    `command_latency_s` (their first new point may be due already; the join from the present reference, trimmed
+    by `late_join_s`, did not pass: a transport delay beyond the latency budget, which no stitcher can see
+    coming); `unseen_refused` the others published before the stitcher could know that an earlier one was refused
+    or joined late (stitched onto what the bridge was not going to follow: they arrive in the same burst);
+    `refused` every refusal (goal: none but those two kinds). Each combination of a delay, a delayed share and a
+    `late_joins_s` value is a row (late_join_s 0: late commands refused as they are)."""
     import dataclasses
+    import heapq
 
     from plan_stack.config import field_kinds, from_mapping
     from plan_stack.embodiments.arm_bridge import ArmBridge, ArmBridgeSettings
     from plan_stack.embodiments.registry import joint_limits
     from plan_stack.robot_config import load_robot_config
     from plan_stack.robots import profile_of_bridge
+    from plan_stack.stamps import s_to_ns
+    from plan_stack.trajectory.alignment import ChunkError
+    from plan_stack.trajectory.config import StitcherNodeConfig
+    from plan_stack.trajectory.start_state import StartState
 
     rows = []
     for robot in robots:
@@ -242,6 +256,9 @@ def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30
                                    and r.parts.bridge_limits is not None)
         known = field_kinds(StitcherConfig)
         cfg = from_mapping(StitcherConfig, {k: v for k, v in spec.parameters.items() if k in known})
+        node_known = field_kinds(StitcherNodeConfig)
+        node_cfg = from_mapping(StitcherNodeConfig, {**{k: v for k, v in spec.parameters.items() if k in node_known},
+                                                     "initial_state": "bridge"})
         lead = float(spec.parameters.get("point_lead_s", 0.0))
         blim = joint_limits(bridge_robot, bnode.parameters)
         names = cfg.joint_names
@@ -249,46 +266,93 @@ def run_bridge(robots=("aloha", "franka"), seeds=(0, 1), delays_ms=(0.0, 5.0, 30
         blim = blim.subset([blim.joint_names.index(n) for n in names])
         lo = np.asarray(cfg.q_min, float) if len(cfg.q_min) == D else blim.q_min
         hi = np.asarray(cfg.q_max, float) if len(cfg.q_max) == D else blim.q_max
-        for seed, delay_ms, late_join in ((a, b, c) for a in seeds for b in delays_ms for c in late_joins_s):
+        for seed, delay_ms, share, late_join in ((a, b, c, d) for a in seeds for b in delays_ms for c in delayed_shares
+                                                 for d in late_joins_s):
             rng = np.random.default_rng(seed)
             st = Stitcher(cfg, lead_s=lead)
             st.prepare(50)
+            start = StartState(st, node_cfg)
             br = ArmBridge(names, blim, ArmBridgeSettings(0.5, float(bnode.parameters.get("jump_tolerance", 0.02)),
                                                           1.0, 0.05, 0.8, 1.0, cfg.command_latency_s,
                                                           late_join_s=late_join),
                            np.ones(D, bool), np.full(D, np.inf))
             br.on_joint_state(np.clip(rng.uniform(-0.5, 0.5, D), lo, hi), 0.0)
-            now, last_cmd = 0.0, None
-            row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, late_join_s=late_join,
-                       chunks=n_chunks, published=0, refused=0, accepted_late=0, fallbacks=0,
-                       interpolation_rejects=0, failed=0, first_refusal="")
+            row = dict(suite="bridge", robot=robot, seed=seed, delay_max_ms=delay_ms, delayed_share=share,
+                       late_join_s=late_join,
+                       chunks=n_chunks, published=0, refused=0, late_refused=0, unseen_refused=0, accepted_late=0,
+                       reanchored=0,
+                       fallbacks=0, interpolation_rejects=0, failed=0, first_refusal="")
+            events: list = []  # (time, order, kind, payload): one simulated clock for both nodes
+            order = [0]
+            last = {"trajectory": 0.0, "report": 0.0}  # each topic delivers in order
+            upsets: list[tuple[float, float]] = []  # (published, told): refused or joined late, and when it was known
+
+            def deliver(t_s: float, kind: str, payload, topic: str) -> float:
+                last[topic] = max(last[topic], t_s)
+                order[0] += 1
+                heapq.heappush(events, (last[topic], order[0], kind, payload))
+                return last[topic]
+
+            deliver(1e-3, "active", br.hold(0.0), "report")
+            deliver(1e-3, "refused", None, "report")  # bridge_state: ready, nothing refused yet
+            t = 0.0
             for _ in range(n_chunks):
-                now += 0.1 + rng.uniform(0.0, DT)
-                assert br.follower is not None
-                here = br.follower.peek(now)
-                v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
-                ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
-                ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
-                start = br.follower.peek(now + cfg.command_latency_s)
-                measured = None if st.active is not None and now <= st.active.end_s else \
-                    (start.positions, start.velocities, start.accelerations)
-                res = st.process(Chunk(now, names, DT, np.clip(ref, lo, hi)), now, measured)
-                row["interpolation_rejects"] += res.interpolation_rejects
-                if res.trajectory is None:
-                    row["failed"] += 1
-                    continue
-                row["fallbacks"] += res.status is StitchStatus.FALLBACK
-                tr = res.trajectory
-                msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
-                                          dt_s=None)
-                acc = br.accept(msg, now + rng.uniform(0.0, delay_ms * 1e-3))
-                row["published"] += 1
-                if acc.verdict.ok:
-                    last_cmd = acc.command
-                    row["accepted_late"] += bool(acc.verdict.message)
-                else:
-                    row["refused"] += 1
-                    row["first_refusal"] = row["first_refusal"] or acc.verdict.message
-                    st.adopt(last_cmd)  # stitch onto what the bridge executes
+                t += 0.1 + rng.uniform(0.0, DT)
+                order[0] += 1
+                heapq.heappush(events, (t, order[0], "chunk", None))
+            while events:
+                now, _, kind, payload = heapq.heappop(events)
+                if kind == "active":
+                    start.on_active_trajectory(payload, now)
+                elif kind == "refused":
+                    on_state = getattr(start, "on_bridge_state", None)  # a revision without bridge_state: unused
+                    if on_state is not None:
+                        on_state(True, "", payload)
+                elif kind == "trajectory":
+                    msg, first_new_s, published_s = payload
+                    acc = br.accept(msg, now)
+                    report_at = now + rng.uniform(1e-3, report_delay_ms * 1e-3)
+                    if acc.verdict.ok:
+                        row["accepted_late"] += bool(acc.verdict.message)
+                        reported = getattr(br, "in_force", None) or acc.command  # the curve it follows
+                        told = deliver(report_at, "active", reported, "report")
+                        if acc.verdict.message:  # joined late: not the curve the stitcher published
+                            upsets.append((published_s, told))
+                    else:
+                        row["refused"] += 1
+                        late = now > first_new_s
+                        row["late_refused"] += late
+                        row["unseen_refused"] += not late and any(p < published_s < t for p, t in upsets)
+                        row["first_refusal"] = row["first_refusal"] or acc.verdict.message
+                        told = deliver(report_at, "refused", (s_to_ns(msg.stamp_s), f"error {acc.verdict.error_code}: "
+                                                              f"{acc.verdict.message}"), "report")
+                        upsets.append((published_s, told))
+                else:  # a chunk, as the node handles it
+                    row["reanchored"] += start.before_chunk(now) is not None
+                    assert br.follower is not None
+                    here = br.follower.peek(now)
+                    v = np.cumsum(rng.normal(0.0, 0.5, (50, D)), axis=0)
+                    ref = here.positions + np.cumsum(v * DT, axis=0) - v[0] * DT
+                    ref[rng.integers(1, 50):] += 0.3 * rng.choice([-1.0, 1.0], D)
+                    chunk = Chunk(now, names, DT, np.clip(ref, lo, hi))
+                    try:
+                        start.require_state()
+                        res = st.process(chunk, now, start.initial(now, chunk))
+                    except ChunkError:
+                        row["failed"] += 1
+                        continue
+                    row["interpolation_rejects"] += res.interpolation_rejects
+                    if res.trajectory is None:
+                        row["failed"] += 1
+                        continue
+                    row["fallbacks"] += res.status is StitchStatus.FALLBACK
+                    tr = res.trajectory
+                    msg = dataclasses.replace(tr, stamp_s=tr.t0_s - res.lead_s, times_s=tr.times_s + res.lead_s,
+                                              dt_s=None)
+                    start.on_published(s_to_ns(msg.stamp_s), now)
+                    row["published"] += 1
+                    # late: delivered after command_latency_s, when its first new point may be due already
+                    delay_s = rng.uniform(0.0, (delay_ms if rng.random() < share else min(delay_ms, 5.0)) * 1e-3)
+                    deliver(now + delay_s, "trajectory", (msg, now + cfg.command_latency_s, now), "trajectory")
             rows.append(row)
     return rows

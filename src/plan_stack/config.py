@@ -190,12 +190,28 @@ def validate(cfg: Any) -> None:
             object.__setattr__(cfg, name, clean)
 
 
+def removed_params(cls: type) -> dict[str, str]:
+    """The parameters a config no longer has, each with what to set instead (its `REMOVED_PARAMS` class
+    variable): given one, loading fails with that message rather than "unknown parameter"."""
+    return dict(getattr(cls, "REMOVED_PARAMS", {}))
+
+
+def removed_error(name: str, replacement: str) -> ConfigError:
+    """The error for a removed parameter given a value: its name and what replaced it."""
+    return ConfigError(f"{name}: removed parameter; {replacement}")
+
+
 def from_mapping(cls: type, values: dict[str, Any]) -> Any:
     """Build a config from a plain mapping (e.g. a YAML block).
 
-    Unknown keys and missing required fields raise ConfigError naming them.
+    Unknown keys and missing required fields raise ConfigError naming them; a removed parameter
+    (`removed_params`) names what replaced it.
     """
     kinds = field_kinds(cls)
+    removed = removed_params(cls)
+    for name in values:
+        if name in removed:
+            raise removed_error(name, removed[name])
     unknown = sorted(set(values) - set(kinds))
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown parameter for {cls.__name__} (known: {sorted(kinds)})")

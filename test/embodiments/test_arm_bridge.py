@@ -13,6 +13,7 @@ from plan_stack.embodiments.arm_bridge import (
     ArmBridge,
     ArmBridgeConfig,
     ArmBridgeSettings,
+    CommandState,
     GoalOutcome,
     GoalStep,
     WatchdogState,
@@ -334,6 +335,48 @@ def test_a_clock_reset_clears_a_stop():
     assert b.protective_stop is None
     assert b.on_joint_state(np.zeros(2), 0.0)  # the reset robot's first state
     assert b.accept(_move([0.1, 0.0]), 0.0).verdict.ok
+
+
+def test_the_command_state_says_when_every_command_is_refused_and_why():
+    b = ArmBridge(NAMES, LIMITS, COLLISION, np.array([True, True]), np.array([0.05, 0.05]))
+    state, why = b.command_state()
+    assert state is CommandState.WAITING and "no joint_states" in why
+    b.on_joint_state(np.zeros(2), 0.0)
+    assert b.command_state() == (CommandState.READY, "")
+    assert _measure(b, [0.5, 0.0], 0.02, 0.03) is not None
+    state, why = b.command_state()
+    assert state is CommandState.PROTECTIVE_STOP and "collision" in why and "reset_protective_stop" in why
+    assert why == b.accept(_move([0.1, 0.0]), 0.1).verdict.message  # what each refusal says
+    b.reset_protective_stop()
+    assert b.command_state() == (CommandState.READY, "")
+    b.clock_reset()
+    assert b.command_state()[0] is CommandState.WAITING and b.in_force is None
+
+
+@pytest.mark.parametrize("arrives", [0.9, 1.0, 1.005])
+def test_in_force_is_the_curve_the_controllers_follow_from_the_activation(arrives):
+    """What the bridge reports on active_trajectory: the command's points after its activation (its stamp, or
+    its arrival when later), from the reference there; sampled, it is the follower's reference."""
+    b = _bridge()
+    target = np.array([0.2, -0.1])
+    assert b.accept(_move(target, duration=1.0, stamp=0.5), 0.5).verdict.ok  # moving when the next one comes
+    s = np.array([0.6, 0.8])  # on that cubic (rest to rest from 0.5 s to 1.5 s) at 1.1 s and 1.3 s, then on
+    q = np.vstack([np.outer(3 * s**2 - 2 * s**3, target), [0.25, -0.15]])
+    v = np.vstack([np.outer(6 * s - 6 * s**2, target), [0.0, 0.0]])
+    acc = b.accept(Trajectory(NAMES, 1.0, np.array([0.1, 0.3, 0.8]), q, v), arrives)
+    assert acc.verdict.ok, acc.verdict.message
+    report = b.in_force
+    assert report is not None and report.stamp_s == 1.0 and report.t0_s == pytest.approx(max(1.0, arrives))
+    ts = np.arange(max(1.0, arrives), 2.2, 0.0031)
+    q, v, a = report.sample(ts)
+    for t, qi, vi in zip(ts, q, v):
+        ref = b.follower.sample(t)
+        np.testing.assert_allclose(qi, ref.positions, atol=1e-9)
+        np.testing.assert_allclose(vi, ref.velocities, atol=1e-7)
+    hold = b.watchdog(5.0)  # idle: the watchdog's hold is in force, reported as it is
+    hold = b.watchdog(5.6)
+    assert hold.command is not None and b.in_force is not None
+    assert b.in_force.stamp_s == 5.6 and np.array_equal(b.in_force.positions, hold.command.positions)
 
 
 def test_no_thresholds_no_check_and_a_wrong_count_is_an_error():

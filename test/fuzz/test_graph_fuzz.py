@@ -51,7 +51,15 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from plan_stack.action import ExecuteTrajectory, PlanRequest  # noqa: E402
-from plan_stack.msg import ActionChunk, DriveTrajectory, Observation, PlanFeatures, Primitive, VisualPlan  # noqa: E402
+from plan_stack.msg import (  # noqa: E402
+    ActionChunk,
+    BridgeState,
+    DriveTrajectory,
+    Observation,
+    PlanFeatures,
+    Primitive,
+    VisualPlan,
+)
 from plan_stack.ros.diagnostics import Diagnostics  # noqa: E402
 from plan_stack.ros.lifecycle import executor_for  # noqa: E402
 from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS  # noqa: E402
@@ -152,6 +160,15 @@ def bad_joint_state(draw, joints):
     msg = JointState(name=names, position=q)
     msg.header.stamp = _stamp(draw(BAD_STAMPS_S)) if draw(st.booleans()) else Time()
     return Case(defect, msg)
+
+
+@st.composite
+def bad_bridge_state(draw):
+    """A bridge_state whose state is none of WAITING, READY, PROTECTIVE_STOP (with any refusal fields)."""
+    msg = BridgeState(state=draw(st.integers(3, 255)), reason=draw(st.text(max_size=20)),
+                      refused=draw(st.integers(0, 2**32 - 1)), refused_code=draw(st.integers(-(2**31), 2**31 - 1)))
+    msg.refused_stamp = _stamp(draw(BAD_STAMPS_S))
+    return Case("state", msg)
 
 
 @st.composite
@@ -603,7 +620,8 @@ def _stitcher_bridge_valid(g: Graph) -> None:
     hold.header.stamp = ns_to_stamp(int(g.now_s() * 1e9))
     g.pubs["active_trajectory"].publish(hold)
     # two topics, no order between them: the chunk must not overtake the hold it is to be stitched onto
-    assert g.wait(lambda: g.nodes[0]._executing is not None, 10.0), "the bridge's hold was not received"
+    assert g.wait(lambda: g.nodes[0].start.executing is not None, 10.0), "the bridge's hold was not received"
+    assert g.nodes[0].start.paused is None, "an unknown bridge_state was taken for a protective stop"
     if "action_chunk" not in g.pubs:  # valid input only: action_chunk itself is fuzzed by the "stitcher" entry
         g.pubs["action_chunk"] = g.probe.create_publisher(ActionChunk, "action_chunk", RELIABLE_QOS)
         assert g.wait(lambda: g.pubs["action_chunk"].get_subscription_count() > 0, 10.0)
@@ -708,8 +726,9 @@ TARGETS = [
         inputs=[Input("active_trajectory",
                       lambda g: bad_trajectory(("a", "b"), g.now_s,
                                                tuple(d for d in TRAJECTORY_DEFECTS if d != "stale")),
-                      JointTrajectory, LATCHED_QOS)],
-        reporter={"active_trajectory": "stitcher"},
+                      JointTrajectory, LATCHED_QOS),
+                Input("bridge_state", lambda g: bad_bridge_state(), BridgeState, LATCHED_QOS)],
+        reporter={"active_trajectory": "stitcher", "bridge_state": "stitcher"},
         quiet=[("trajectory", JointTrajectory, RELIABLE_QOS)],
         ready=lambda g: all(p.get_subscription_count() > 0 for p in g.pubs.values()),
         valid=_stitcher_bridge_valid,

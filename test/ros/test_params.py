@@ -116,6 +116,24 @@ def test_stitcher_refuses_a_negative_velocity_limit_at_run_time():
             assert node.get_parameter("v_max").value == before
 
 
+@pytest.mark.ros
+def test_a_removed_stitcher_parameter_fails_at_start_naming_its_replacement():
+    """`measured_start_lead_s` (a lead for trajectories started from the measured state only) was folded into
+    `point_lead_s`, the one lead: a config still giving it stops the node with a message that says so, not
+    "unknown parameter", and the library's loader says the same."""
+    from plan_stack.config import ConfigError, from_mapping
+    from plan_stack.trajectory.config import StitcherNodeConfig
+    from plan_stack.trajectory.stitcher_node import StitcherNode
+
+    with ros_context() as ctx:
+        with pytest.raises(ParameterError, match=r"^measured_start_lead_s: removed parameter; point_lead_s is the "
+                                                 r"one lead.*set point_lead_s \(node '/stitcher'\)$"):
+            StitcherNode(context=ctx, parameter_overrides=[Parameter("joint_names", value=["a", "b"]),
+                                                           Parameter("measured_start_lead_s", value=0.1)])
+    with pytest.raises(ConfigError, match=r"^measured_start_lead_s: removed parameter; point_lead_s"):
+        from_mapping(StitcherNodeConfig, {"measured_start_lead_s": 0.1})
+
+
 def test_enum_parameters_are_strings_naming_their_members():
     """A StrEnum config field is a string parameter; its descriptor lists the members; the config holds the member."""
     from rclpy.node import Node

@@ -287,3 +287,68 @@ def test_a_clock_reset_forgets_everything_of_the_old_world():
     assert start.sent is None and not start.acked and not start.executing_ours and start.refused is None
     with pytest.raises(ChunkError, match="waiting for the bridge"):
         start.require_state()
+
+
+# --- the bridge's bridge_state --------------------------------------------------------------------------------
+
+
+def test_a_refusal_named_on_bridge_state_re_anchors_at_once_and_no_timeout_applies():
+    clock = Clock()
+    start, ours = _bridge_running_ours(clock)
+    start.on_bridge_state(True, "", None)  # this bridge names its refusals
+    second = _stitch(start, clock.step(DT), np.zeros(4))
+    start.on_published(s_to_ns(second.stamp_s), clock.now_s)
+    # not reported for far longer than the acknowledgement timeout: still on its way, not taken for refused
+    assert start.before_chunk(clock.step(1.0)) is None and start.stitcher.active is second
+    start.on_bridge_state(True, "", (s_to_ns(ours.stamp_s), "error -1: an older refusal"))  # settled: ignored
+    assert start.refused is None
+    start.on_bridge_state(True, "", (s_to_ns(second.stamp_s), "error -1: velocity"))
+    event = start.before_chunk(clock.step(DT))
+    assert event is not None and event.why == "the bridge refused the last trajectory (error -1: velocity)"
+    assert start.stitcher.active is start.executing is ours
+
+
+def test_the_ack_timeout_runs_from_the_oldest_unreported_publication():
+    """Chunks every 0.11 s, none reported (a bridge without bridge_state refusing them): the timeout of 0.2 s is
+    not restarted by each newer publication."""
+    clock = Clock()
+    start, ours = _bridge_running_ours(clock)
+    for _ in range(2):
+        assert start.before_chunk(clock.step(0.11)) is None
+        traj = _stitch(start, clock.now_s, np.zeros(4))
+        start.on_published(s_to_ns(traj.stamp_s), clock.now_s)
+    event = start.before_chunk(clock.step(0.11))  # 0.22 s after the first of them
+    assert event is not None and "did not report" in event.why and start.stitcher.active is ours
+
+
+def test_a_protective_stop_pauses_until_cleared_then_the_bridge_hold_is_the_start():
+    clock = Clock()
+    start, _ = _bridge_running_ours(clock)
+    assert start.on_bridge_state(False, "protective stop: a collision?", None) is True
+    with pytest.raises(ChunkError, match="the bridge refuses every command .protective stop") as info:
+        start.require_state()
+    assert info.value.reason == "paused" and start.before_chunk(clock.step(DT)) is None
+    hold = _trajectory(clock.now_s, np.array([0.3, 0.0, 0.0, 0.0]))
+    start.on_active_trajectory(hold, clock.step(0.01))  # the stop's hold
+    assert start.on_bridge_state(False, "protective stop: a collision?", None) is False  # no change
+    assert start.on_bridge_state(True, "", None) is True  # reset by an operator
+    start.require_state()
+    event = start.before_chunk(clock.step(DT))
+    assert event is not None and event.onto is Anchor.BRIDGE and "follows commands again" in event.why
+    assert start.stitcher.active is hold and start.sent is None
+    assert start.before_chunk(clock.step(DT)) is None  # said once
+
+
+def test_a_report_of_ours_that_is_not_our_curve_replaces_it():
+    """The bridge activated our trajectory later than its stamp from a reference elsewhere (a late join): its
+    report is ours by stamp, but not the curve we published; the next chunk stitches onto the report."""
+    clock = Clock()
+    start, ours = _bridge_running_ours(clock)
+    second = _stitch(start, clock.step(DT), np.zeros(4))
+    start.on_published(s_to_ns(second.stamp_s), clock.now_s)
+    joined = Trajectory(NAMES, second.stamp_s, second.times_s[2:],
+                        second.positions[2:] + 0.01, second.velocities[2:], second.accelerations[2:])
+    assert start.on_active_trajectory(joined, clock.step(0.01)) is True and start.executing_ours
+    assert start.before_chunk(clock.step(DT)) is None and start.stitcher.active is joined
+    start2, ours2 = _bridge_running_ours(Clock())
+    assert start2.before_chunk(10.0 + 0.08) is None and start2.stitcher.active is ours2  # the same curve: kept

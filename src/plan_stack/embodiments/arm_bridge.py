@@ -60,10 +60,11 @@ from plan_stack.trajectory.checks import (
     check_trajectory,
     stop_trajectory,
 )
-from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, TrajectoryFollower
+from plan_stack.trajectory.core import Reference, Trajectory, TrajectoryError, TrajectoryFollower, followed
 from plan_stack.trajectory.limits import Limits
 
-__all__ = ["ArmBridgeConfig", "robot_default", "ArmBridgeSettings", "ArmBridge", "Acceptance", "WatchdogState",
+__all__ = ["ArmBridgeConfig", "robot_default", "ArmBridgeSettings", "ArmBridge", "Acceptance", "CommandState",
+           "WatchdogState",
            "WatchdogDecision", "GoalOutcome", "GoalStep", "GoalMonitor", "PREEMPTED", "ProtectiveStop", "follow_goal",
            "several_publishers"]
 
@@ -207,6 +208,14 @@ class Acceptance:
     command: Trajectory | None = None
 
 
+class CommandState(enum.IntEnum):
+    """Whether the bridge follows commands now (the values are `plan_stack/msg/BridgeState`'s constants)."""
+
+    WAITING = 0  # no joint state yet: the robot state is unknown, every command is refused
+    READY = 1  # commands are checked and, when valid, followed
+    PROTECTIVE_STOP = 2  # held after a collision: every command is refused until `reset_protective_stop`
+
+
 class WatchdogState(enum.Enum):
     WAITING = "waiting for joint_states"
     FOLLOWING = "following a trajectory"
@@ -263,6 +272,9 @@ class ArmBridge:
         self.hold_sent = False
         self._idle_since_s: float | None = None
         self.protective_stop: ProtectiveStop | None = None  # latched until `reset_protective_stop`
+        #: the curve the controllers follow from the last command on (`core.followed`: the command's points due
+        #: after its activation, from the reference there), stamped as the command; None before the first
+        self.in_force: Trajectory | None = None
         self._reference_history: collections.deque = collections.deque(maxlen=_COLLISION_HISTORY_LEN)
         thresholds = settings.collision_tracking_error
         if thresholds is not None and np.shape(thresholds) != (len(self.names),):
@@ -332,11 +344,21 @@ class ArmBridge:
         """Time went back: forget the reference and the measured state; running goals end preempted."""
         self.follower = None
         self.measured = None
+        self.in_force = None
         self.protective_stop = None
         self._reference_history.clear()
         self.seq += 1
         self.hold_sent = False
         self._idle_since_s = None
+
+    def command_state(self) -> tuple[CommandState, str]:
+        """(whether commands are followed now, why not and what ends it: "" when READY)."""
+        if self.follower is None:
+            return CommandState.WAITING, "no joint_states received yet: the robot state is unknown"
+        if self.protective_stop is not None:
+            return CommandState.PROTECTIVE_STOP, (f"protective stop: {self.protective_stop.reason}; commands are "
+                                                  "refused until reset_protective_stop")
+        return CommandState.READY, ""
 
     def reference(self, now_s: float) -> Reference | None:
         """The reference now (None before the first joint state)."""
@@ -358,15 +380,11 @@ class ArmBridge:
 
     def accept(self, traj: Trajectory, now_s: float) -> Acceptance:
         """Validate a command against the present reference; when valid, the command to send."""
-        if self.follower is None:
-            return Acceptance(Verdict(False, INVALID_GOAL, "no joint_states received yet: the robot state is unknown"))
-        if self.protective_stop is not None:
-            return Acceptance(Verdict(False, INVALID_GOAL, f"protective stop: {self.protective_stop.reason}; "
-                                                           "commands are refused until reset_protective_stop"))
+        state, why = self.command_state()
+        if state is not CommandState.READY or self.follower is None:
+            return Acceptance(Verdict(False, INVALID_GOAL, why))
         start = traj.start_s(now_s)
-        # The join is checked from the reference the follower will hand over from: at the stamp when the
-        # message arrived early (another process's clock runs a few ms ahead), else now.
-        initial = self.follower.peek(start) if start > now_s else self.follower.sample(now_s)
+        initial = self._initial(self.follower, start, now_s)
         ahead = start + float(traj.times_s[0]) - now_s
         limit = self.settings.max_start_delay_s
         if ahead > limit:
@@ -421,22 +439,34 @@ class ArmBridge:
     def _send(self, follower: TrajectoryFollower, traj: Trajectory, now_s: float) -> Trajectory:
         if traj.stamp_s == 0.0:
             traj = dataclasses.replace(traj, stamp_s=now_s)
-        follower.set_trajectory(traj, now_s)
+        self._put_in_force(follower, traj, now_s)
         self.seq += 1
         self.hold_sent = False
         self._idle_since_s = None
         return traj
 
+    @staticmethod
+    def _initial(follower: TrajectoryFollower, start_s: float, now_s: float) -> Reference:
+        """The reference a command starting at `start_s` is joined from: now, or at its stamp when the message
+        arrived early (another process's clock runs a few ms ahead). The follower is brought to now first (a
+        command already due takes over); one still pending is replaced by this command, so it does not count."""
+        present = follower.sample(now_s)
+        return follower.peek(start_s, pending=False) if start_s > now_s else present
+
+    def _put_in_force(self, follower: TrajectoryFollower, traj: Trajectory, now_s: float) -> None:
+        """Queue `traj` (absolute stamp) on the follower and keep the curve it will follow as `in_force`: from
+        the reference at its activation (its stamp, or now when that has passed), as `accept` checked it."""
+        start = traj.stamp_s
+        initial = self._initial(follower, start, now_s)
+        follower.set_trajectory(traj, now_s)
+        self.in_force = followed(traj, start, initial, max(start, now_s))
+
     def stop(self, now_s: float) -> Trajectory | None:
         """Decelerate to rest within the acceleration limits: the command to send (None: nothing commanded)."""
         if self.follower is None:
             return None
-        lead = self.settings.stop_lead_s
-        if lead > 0.0:
-            t0 = now_s + lead
-            ref = self.follower.peek(t0)
-        else:
-            t0, ref = now_s, self.follower.sample(now_s)
+        t0 = now_s + max(self.settings.stop_lead_s, 0.0)
+        ref = self._initial(self.follower, t0, now_s)  # where the stop takes over from
         stop = stop_trajectory(ref, self.limits, self.settings.stop_deceleration_scale)
         return self._send(self.follower, dataclasses.replace(stop, stamp_s=t0), now_s)
 
@@ -455,7 +485,7 @@ class ArmBridge:
         hold = None
         if not self.hold_sent:  # not _send: a hold must not preempt a goal still settling into its tolerance
             hold = Trajectory(self.names, now_s, np.array([0.0]), ref.positions[None, :])
-            self.follower.set_trajectory(hold, now_s)
+            self._put_in_force(self.follower, hold, now_s)
             self.hold_sent = True
         return WatchdogDecision(WatchdogState.HOLDING, hold, idle, ref.positions)
 

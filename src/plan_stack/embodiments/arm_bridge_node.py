@@ -34,13 +34,14 @@ from plan_stack.embodiments.arm_bridge import (
     several_publishers,
 )
 from plan_stack.joint_states import JointSelectError, JointSelector
+from plan_stack.msg import BridgeState
 from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.graph import publisher_nodes
 from plan_stack.ros.params import declare_config
 from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
 from plan_stack.ros.repeats import RepeatFilter
-from plan_stack.ros.time import clock_s, stamp_to_s
+from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
 from plan_stack.ros.trajectory import trajectory_from_cdr, trajectory_from_msg, trajectory_to_cdr
 from plan_stack.trajectory.core import Trajectory, TrajectoryError
 
@@ -75,12 +76,16 @@ class ArmBridgeNode(Node):
         self.diagnostics = Diagnostics(self, _DIAGNOSTICS_PERIOD_S)
         self._refusal_log = RepeatFilter()
         self._refusals = 0  # commands refused since start (diagnostics `commands`, value `refused`)
+        self._last_refusal: tuple[float, int, str] | None = None  # (its header stamp s, code, message)
         self.create_subscription(JointState, "joint_states", self._on_joint_states, SENSOR_QOS,
                                  callback_group=self._group)
         # raw: the stream is read with numpy (`trajectory_from_cdr`), not as one Python object per point
         self.create_subscription(JointTrajectory, "trajectory", self._on_stream, RELIABLE_QOS,
                                  callback_group=self._group, raw=True)
         self._active_pub = self.create_publisher(JointTrajectory, "active_trajectory", LATCHED_QOS)
+        # whether commands are followed now (a protective stop refuses them all) and the last one refused
+        self._state_pub = self.create_publisher(BridgeState, "bridge_state", LATCHED_QOS)
+        self._publish_state()
         self._server = ActionServer(self, ExecuteTrajectory, "execute_trajectory", self._execute,
                                     goal_callback=lambda goal: GoalResponse.ACCEPT,
                                     cancel_callback=lambda handle: CancelResponse.ACCEPT, callback_group=self._group)
@@ -104,9 +109,32 @@ class ArmBridgeNode(Node):
         """Called once, with the lock held, when the first joint_states message arrives."""
 
     def _command(self, traj: Trajectory) -> None:
-        """Send a command to the controllers and say on `active_trajectory` that it is now in force."""
+        """Send a command to the controllers and say on `active_trajectory` what is now in force: the curve the
+        controllers follow from it (`ArmBridge.in_force`: its points from the reference at its activation on),
+        so that a trajectory generator stitches onto the reference the bridge holds. Called with the lock held,
+        right after the library returned `traj`."""
         self._publish_command(traj)
-        self._active_pub.publish(trajectory_to_cdr(traj))
+        in_force = self.bridge.in_force
+        if in_force is None or in_force.stamp_s != traj.stamp_s:  # not the library's last command: as sent
+            in_force = traj
+        self._active_pub.publish(trajectory_to_cdr(in_force))
+
+    def _publish_state(self) -> None:
+        """Say on `bridge_state` (latched) whether commands are followed now and which was refused last. Called
+        after every change of either (start, first joint state, protective stop, its reset, clock reset, each
+        refusal); takes the lock, so that states go out in the order they arose."""
+        with self._lock:
+            self._publish_state_locked()
+
+    def _publish_state_locked(self) -> None:
+        """`_publish_state` with the lock already held."""
+        state, reason = self.bridge.command_state()
+        msg = BridgeState(state=int(state), reason=reason, refused=self._refusals)
+        msg.header.stamp = self.get_clock().now().to_msg()
+        if self._last_refusal is not None:
+            stamp_s, code, text = self._last_refusal
+            msg.refused_stamp, msg.refused_code, msg.refused_reason = s_to_stamp(stamp_s), int(code), text
+        self._state_pub.publish(msg)
 
     @property
     def ready(self) -> bool:
@@ -122,6 +150,7 @@ class ArmBridgeNode(Node):
         with self._lock:
             stopped = self.bridge.protective_stop is not None
             self.bridge.clock_reset()
+        self._publish_state()  # waiting for joint_states again (a protective stop is cleared by the reset)
         if stopped:
             self.diagnostics.report("protective_stop", OK, "cleared by the clock reset", now=True)
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
@@ -152,16 +181,23 @@ class ArmBridgeNode(Node):
             self.diagnostics.report("joint_states", ERROR, f"rejected: joint_states {problem}", now=True,
                                     reason="implausible")
             return
+        stop = None
         with self._lock:
             if self.bridge.on_joint_state(q, stamp_to_s(msg.header.stamp)):
                 self._on_first_state(q)
                 held = self.bridge.hold(self._now())
                 assert held is not None  # the bridge has its first state now
+                self._publish_state_locked()  # ready: commands are followed from the hold, reported next
                 self._active_pub.publish(trajectory_to_cdr(held))
-                return
-            stop = self.bridge.check_collision(self._now())
-            if stop is not None:
-                self._command(stop.command)
+                first = True
+            else:
+                first = False
+                stop = self.bridge.check_collision(self._now())
+                if stop is not None:
+                    self._command(stop.command)
+                    self._publish_state_locked()  # every command refused from now on: a generator pauses
+        if first:
+            return
         if stop is not None:
             self._refusal_log.reset()
             service = f"{self.get_fully_qualified_name()}/reset_protective_stop"
@@ -181,41 +217,47 @@ class ArmBridgeNode(Node):
         response.success = stop is not None
         response.message = f"cleared: {stop.reason}" if stop is not None else "no protective stop to clear"
         if stop is not None:
+            self._publish_state()
             self._refusal_log.reset()
             self.get_logger().warning(f"protective stop reset ({stop.reason})")
             self.diagnostics.report("protective_stop", OK, "reset: commands accepted again", now=True)
         return response
 
     def _on_stream(self, data: bytes) -> None:
-        verdict = self._accept(data).verdict
-        if not verdict.ok:
-            self._report_refusal("streamed trajectory", verdict)
+        acc, stamp_s = self._accept(data)
+        if not acc.verdict.ok:
+            self._report_refusal("streamed trajectory", acc.verdict, stamp_s)
 
-    def _report_refusal(self, what: str, verdict) -> None:
+    def _report_refusal(self, what: str, verdict, stamp_s: float) -> None:
+        """Log, count and report a refused command (`stamp_s`: its header stamp as received, 0 when it did not
+        convert); `bridge_state` names it, so that its sender learns at once which of its commands was refused."""
         text = self._refusal_log(f"rejected {what} ({verdict.error_code}): {verdict.message}")
         if text is not None:  # repeats of one reason (a protective stop refuses every command) are counted
             self.get_logger().warning(text)
         with self._lock:
             self._refusals += 1
             refused = self._refusals
+            self._last_refusal = (stamp_s, int(verdict.error_code), verdict.message)
+        self._publish_state()
         self.diagnostics.report("commands", ERROR, f"rejected: {verdict.message}", now=True,
                                 error_code=verdict.error_code, refused=refused)
 
     # --- commanding ---------------------------------------------------------------
 
-    def _accept(self, msg: JointTrajectory | bytes) -> Acceptance:
-        """Validate and, if valid, send a command (`msg`: an action goal's message, or a streamed one serialized)."""
+    def _accept(self, msg: JointTrajectory | bytes) -> tuple[Acceptance, float]:
+        """Validate and, if valid, send a command (`msg`: an action goal's message, or a streamed one serialized);
+        (the verdict, the command's header stamp as received: 0 when it does not convert)."""
         try:
             traj = trajectory_from_cdr(msg) if isinstance(msg, bytes) else trajectory_from_msg(msg)
         except TrajectoryError as exc:
-            return ArmBridge.malformed(exc)
+            return ArmBridge.malformed(exc), 0.0
         with self._lock:
             acc = self.bridge.accept(traj, self._now())
             if acc.command is not None:
                 self._command(acc.command)
         if acc.verdict.ok and acc.verdict.message:  # accepted late, joined over late_join_s: said, not silent
             self.diagnostics.report("commands", WARN, f"accepted: {acc.verdict.message}", now=True)
-        return acc
+        return acc, traj.stamp_s
 
     def _watchdog(self) -> None:
         with self._lock:
@@ -232,9 +274,9 @@ class ArmBridgeNode(Node):
     # --- action -----------------------------------------------------------------
 
     def _execute(self, goal_handle) -> ExecuteTrajectory.Result:
-        acc = self._accept(goal_handle.request.trajectory)
+        acc, stamp_s = self._accept(goal_handle.request.trajectory)
         if not acc.verdict.ok:
-            self._report_refusal("goal", acc.verdict)
+            self._report_refusal("goal", acc.verdict, stamp_s)
             goal_handle.abort()
             return ExecuteTrajectory.Result(error_code=acc.verdict.error_code, error_string=acc.verdict.message)
         with self._lock:

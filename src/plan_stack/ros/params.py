@@ -3,7 +3,8 @@
 A node declares the fields of its component's config dataclass (`declare_config`), with
 descriptors built from the fields' `param(...)` metadata; the values come from
 `config/<robot>.yaml` (bring-up, launch files or `--params-file`). A wrong type, out-of-range or
-missing required value raises `ParameterError` naming the parameter, and `lifecycle.run_nodes`
+missing required value, or a value for a parameter the config has removed (`REMOVED_PARAMS`: the
+message names its replacement), raises `ParameterError` naming the parameter, and `lifecycle.run_nodes`
 turns that into a one-line fatal log and exit status 2 at start-up; so does a parameter given to a
 node that does not declare it (a misspelled name, `check_overrides`). An integer is accepted where
 a float is expected. At run time (`ros2 param set`, `set_parameters`) a node that passes
@@ -27,7 +28,7 @@ from rclpy.exceptions import (
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from plan_stack.config import ConfigError, FieldKind, field_kinds, info_of
+from plan_stack.config import ConfigError, FieldKind, field_kinds, info_of, removed_error, removed_params
 
 C = TypeVar("C")
 
@@ -147,6 +148,10 @@ def declare_config(node: Node, cls: type[C], prefix: str = "", on_change: Callab
     settable fields to those named (the ones `on_change` really applies).
     """
     settable = None if runtime is None else set(runtime)
+    for name, replacement in removed_params(cls).items():  # a value for one: say what replaced it
+        pname = f"{prefix}.{name}" if prefix else name
+        if pname in node._parameter_overrides:
+            raise _param_error(node, str(removed_error(pname, replacement)))
     values: dict[str, Any] = dict(fixed)
     names: dict[str, str] = {}  # parameter name -> field name
     for name, (f, kind) in field_kinds(cls).items():

@@ -84,7 +84,11 @@ class Alignment:
     x_end: np.ndarray  # [3, D] the optimisation's start state (the bridge's last sample)
     #: (q, v, a) [L, D]: the active trajectory's samples on the grid times inside the lead (before t_start)
     lead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    initial: np.ndarray | None = None  # [3, D] the controller's predicted reference at the message's stamp
+    #: [3, D] the controller's predicted reference when it activates the message (`activation_s`)
+    initial: np.ndarray | None = None
+    #: when the controller activates the message at the earliest: its stamp, or the start of the trajectory
+    #: stitched onto when that is a bridge's account of its curve beginning later (None: the stamp)
+    activation_s: float | None = None
 
 
 class Aligner:
@@ -210,7 +214,11 @@ class Aligner:
         if not use_active and measured is None:
             raise ChunkError("no_state", "no trajectory is active and no measured robot state is known")
         earliest = max(now_s + cfg.command_latency_s, chunk.stamp_s)
-        origin = act.t0_s if act is not None and use_active else chunk.stamp_s
+        origin = chunk.stamp_s
+        if act is not None and use_active:
+            # the trajectory's grid: a bridge's account of ours (`core.followed`) begins at its activation, between
+            # two grid times; its last point is on the grid
+            origin = act.t0_s if act.dt_s is not None else act.end_s
         k = math.ceil((earliest - origin) / dt - _TIME_EPS)
         t_start = origin + k * dt
         n_out = math.floor((span_end - t_start) / dt + _TIME_EPS) + 1
@@ -242,8 +250,10 @@ class Aligner:
                 back = max(self.lead_s, t_start - now_s)
                 n_lead = max(0, min(math.ceil(back / dt - _TIME_EPS),
                                     math.floor((t_start - act.t0_s) / dt + _TIME_EPS)))
-            times = np.concatenate([t_start - dt * np.arange(n_lead, 0, -1), [t_start - max(self.lead_s, n_lead * dt)],
-                                    t_start + dt * np.arange(S)])
+            # The controller activates the message at its stamp, or later: never before the trajectory stitched
+            # onto began (a bridge's account of its curve starts at its own activation, already past)
+            activation = max(t_start - max(self.lead_s, n_lead * dt), act.t0_s)
+            times = np.concatenate([t_start - dt * np.arange(n_lead, 0, -1), [activation], t_start + dt * np.arange(S)])
             q, v, a = act.sample(times)
             bq, bv, ba = q[n_lead + 1:], v[n_lead + 1:], a[n_lead + 1:]
             lead = (q[:n_lead], v[:n_lead], a[:n_lead])
@@ -253,7 +263,8 @@ class Aligner:
         else:
             exec_state = x_end = initial = self._measured(measured)
             bq, bv, ba = exec_state[0:1], exec_state[1:2], exec_state[2:3]
-        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end, lead, initial)
+            activation = None
+        return Alignment(t_start, ref, S, trimmed, (bq, bv, ba), exec_state, x_end, lead, initial, activation)
 
     def _measured(self, measured: Any) -> np.ndarray:
         """The measured (q, v, a) as one [3, D] array; raises on a wrong shape or NaN/inf."""

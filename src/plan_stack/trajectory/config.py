@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import ClassVar
 
 from plan_stack.config import ConfigError, param, validate
 
@@ -162,6 +163,13 @@ class StitcherNodeConfig:
     """Parameters of the `stitcher` node beyond `StitcherConfig`: where a trajectory starts
     (`trajectory.start_state`), the bridge's action, measured-state units, diagnostics."""
 
+    #: parameters this node no longer has, with what to set instead (`plan_stack.config.removed_params`)
+    REMOVED_PARAMS: ClassVar[dict[str, str]] = {
+        "measured_start_lead_s": "point_lead_s is the one lead: every trajectory, one started from the measured "
+                                 "state too, is stamped point_lead_s before its first new point, and the bridge "
+                                 "joins its present reference to that point over the lead; set point_lead_s",
+    }
+
     initial_state: InitialState = param(
         "What a trajectory starts from when it cannot stitch onto our own active one: `bridge` = what the bridge "
         "reports executing on active_trajectory (its accepted trajectories, holds and stops; no start until it has "
@@ -169,9 +177,10 @@ class StitcherNodeConfig:
         "joint_states), `joint_states` = the measured state, `chunk` = the chunk's first sample at rest (only for "
         "open-loop simulation without joint_states)", InitialState.JOINT_STATES)
     bridge_ack_timeout_s: float = param(
-        "initial_state bridge: a trajectory of ours that active_trajectory has not reported this long after it was "
-        "published (or twice the slowest of the last 20 reports, if longer) counts as refused, and the next one "
-        "stitches onto what the bridge executes instead (s)", 0.2, min=0.0)
+        "initial_state bridge, with a bridge that does not publish bridge_state (one that does names each refusal "
+        "there): a trajectory of ours that active_trajectory has not reported this long after the oldest of ours "
+        "not reported since was published (or twice the slowest of the last 20 reports, if longer) counts as "
+        "refused, and the next one stitches onto what the bridge executes instead (s)", 0.2, min=0.0)
     execute_action: str = param(
         "ExecuteTrajectory action each trajectory is also sent to (e.g. /execute_trajectory, served by the bridges); "
         "empty = publish on `trajectory` only", "")
@@ -189,9 +198,10 @@ class StitcherNodeConfig:
     point_lead_s: float = param(
         "Stamp each trajectory this long before its first point is due (time_from_start starts at it; same "
         "absolute times): the bridge then joins its reference to the first point over the lead instead of "
-        "taking it as a jump. The grid samples of the trajectory being executed over the lead, and back to now, "
-        "are sent too, so the join never replaces more than part of one segment. Keep it <= command_latency_s; "
-        "0 = first point at time 0", 0.0, min=0.0, max=1.0)
+        "taking it as a jump. Stitched onto the trajectory being executed, its grid samples over the lead, and "
+        "back to now, are sent too, so the join never replaces more than part of one segment; started from a "
+        "state (the bridge's hold, the measured state), the join takes the whole lead. The one lead (it replaces "
+        "measured_start_lead_s). Keep it <= command_latency_s; 0 = first point at time 0", 0.0, min=0.0, max=1.0)
     reanchor_ignore_joints: tuple[str, ...] = param(
         "Joints whose distance from the trajectory does not count for re-anchoring (grippers: closed on an "
         "object they stay short of their reference by design)", (), read_only=True)

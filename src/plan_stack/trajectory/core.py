@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = [
     "TrajectoryError", "Trajectory", "Spline", "Reference", "TrajectoryFollower", "interpolation_of",
-    "segment_coefficients", "evaluate", "spline_from", "knots_from", "KnotSamples", "GRID_EPS",
+    "segment_coefficients", "evaluate", "spline_from", "knots_from", "followed", "KnotSamples", "GRID_EPS",
 ]
 
 #: Fraction of a sample period within which a time counts as "on the grid" (20 ns at 50 Hz).
@@ -370,6 +370,15 @@ def knots_from(traj: Trajectory, start_s: float, initial: Reference | None, acti
     return times, pos, vel, acc
 
 
+def followed(traj: Trajectory, start_s: float, initial: Reference | None, activation_s: float) -> Trajectory:
+    """The curve a controller follows after activating `traj` at `activation_s` (`spline_from`), as a trajectory
+    stamped `start_s` whose points are that curve's knots: the points due after the activation, preceded by
+    `initial` at the activation when the first of them is due later. Its `sample` is the controller's reference
+    from the activation on (a bridge reports this, so that what it executes can be stitched onto exactly)."""
+    times, pos, vel, acc = knots_from(traj, start_s, initial, activation_s)
+    return Trajectory(traj.joint_names, start_s, times - start_s, pos, vel, acc)
+
+
 def spline_from(traj: Trajectory, start_s: float, initial: Reference | None, activation_s: float) -> Spline:
     """The reference curve a controller follows after activating `traj` at `activation_s`.
 
@@ -522,10 +531,11 @@ class TrajectoryFollower:
         self._last_time_s = now_s
         return self._current(now_s)
 
-    def peek(self, time_s: float) -> Reference:
-        """Reference the follower will have at `time_s` (>= the last sample) if nothing new arrives; no side effects."""
+    def peek(self, time_s: float, pending: bool = True) -> Reference:
+        """Reference the follower will have at `time_s` (>= the last sample) if nothing new arrives; no side effects.
+        `pending` False: as if the pending trajectory were dropped (a newer one replaces it before it starts)."""
         active = self._active
-        if self._pending is not None and self._pending[0] <= time_s:
+        if pending and self._pending is not None and self._pending[0] <= time_s:
             start, traj, received = self._pending
             t_act = max(start, received, self._last_time_s)
             initial = self._hold if active is None else active.sample(t_act)

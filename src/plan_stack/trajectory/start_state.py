@@ -13,6 +13,16 @@ where:
   a bridge without a state refuses a start taken from joint_states.
 * `chunk`: the chunk's first sample at rest, before the first trajectory only (open-loop simulation).
 
+The bridge reports on `active_trajectory` the curve it follows (`trajectory.core.followed`: a command's points
+from the reference at its activation on). A report of our last trajectory that is not the curve we published
+(the bridge joined it late) replaces it as the trajectory to stitch onto, so both agree on the start.
+
+Whatever `initial_state`, the bridge's `bridge_state` (`on_bridge_state`) says when it refuses every command (the
+node passes a protective stop): no chunk becomes a trajectory then (`paused`, ChunkError `paused`), and once it
+follows commands again the next trajectory starts from what it holds (initial_state bridge) or from the measured
+state. It also names the last command refused: a refusal of one of ours re-anchors the next chunk at
+once, as an aborted goal does.
+
 `StartState` keeps what these rules need (the measured state, the bridge's trajectory in force, the
 trajectory published last and whether the bridge acknowledged it) and decides; the node converts
 messages, calls it and reports what it returns. Times are float seconds since the node's epoch; the stamps
@@ -45,6 +55,12 @@ ACK_HISTORY = 20
 #: A reported trajectory is the one we published last when their stamps agree within this (ns): the same
 #: stamp, less the round trip through float seconds.
 _SAME_STAMP_NS = 1000
+#: Published trajectories remembered until the bridge reports or refuses them (a refusal names one by stamp).
+_UNACKED_MAX = 64
+#: A report of ours is the curve we published when its points agree with ours to this (q, v, a): the same
+#: numbers, less the round trip of the times through integer nanoseconds (the first knot, at the bridge's
+#: activation, is our curve evaluated there).
+_SAME_CURVE_TOL = (1e-6, 1e-5, 1e-3)
 
 #: (state q, v, a) [D] in config joint order: a stitch's start
 State = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -55,6 +71,18 @@ class Anchor(enum.Enum):
 
     BRIDGE = "the bridge's trajectory in force"
     MEASURED = "the measured state"
+
+
+def same_curve(ours: Trajectory, report: Trajectory) -> bool:
+    """True when `report`, a bridge's account of `ours` (`core.followed`: our points due after its activation,
+    preceded by its reference there), lies on `ours` as `Trajectory.sample` evaluates it: its first point (the
+    one a bridge adds) and its last (ours), positions, velocities and accelerations (`_SAME_CURVE_TOL`)."""
+    if report.velocities is None or report.accelerations is None or ours.joint_names != report.joint_names:
+        return False
+    ends = [0, len(report.times_s) - 1]
+    q, v, a = ours.sample(report.stamp_s + report.times_s[ends])
+    return all(np.abs(x - y[ends]).max(initial=0.0) <= tol for x, y, tol in
+               zip((q, v, a), (report.positions, report.velocities, report.accelerations), _SAME_CURVE_TOL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +131,14 @@ class StartState:
         self.executing_ours = False
         #: (stamp ns since the epoch, published at s) of the trajectory we published last
         self.sent: tuple[int, float] | None = None
+        #: (stamp ns, published at s) of ours the bridge has neither reported nor refused yet, oldest first: the
+        #: acknowledgement timeout runs from the oldest (a newer publication does not restart it)
+        self._unacked: collections.deque[tuple[int, float]] = collections.deque(maxlen=_UNACKED_MAX)
+        #: why the bridge refuses every command now (its bridge_state), None while it follows them
+        self.paused: str | None = None
+        self._resumed: str | None = None  # the pause that ended: the next chunk starts afresh
+        #: the bridge publishes bridge_state, so it names each refusal: ours are not timed out then
+        self.bridge_says_refusals = False
         #: the bridge has reported the trajectory we published last
         self.acked = False
         self._ack_delays: collections.deque[float] = collections.deque(maxlen=ACK_HISTORY)
@@ -129,14 +165,38 @@ class StartState:
         traj = traj.reordered(self.cfg.joint_names)
         self.stitcher.check_reported(traj, now_s)
         sent = self.sent
+        stamp_ns = s_to_ns(traj.stamp_s)
         self.executing = traj
-        self.executing_ours = sent is not None and abs(s_to_ns(traj.stamp_s) - sent[0]) < _SAME_STAMP_NS
-        acked_now = False
-        if sent is not None and self.executing_ours and not self.acked:
-            self._ack_delays.append(now_s - sent[1])
-            acked_now = True
+        self.executing_ours = sent is not None and abs(stamp_ns - sent[0]) < _SAME_STAMP_NS
+        k = self._unacked_index(stamp_ns)
+        if k is not None:  # a report of one of ours: it and every earlier one are settled
+            self._ack_delays.append(now_s - self._unacked[k][1])
+            for _ in range(k + 1):
+                self._unacked.popleft()
+        acked_now = self.executing_ours and not self.acked
         self.acked = self.acked or self.executing_ours
         return acked_now
+
+    def _unacked_index(self, stamp_ns: int) -> int | None:
+        """Position in `_unacked` of our publication stamped `stamp_ns` (ns since the epoch), or None."""
+        return next((i for i, (ns, _) in enumerate(self._unacked) if abs(stamp_ns - ns) < _SAME_STAMP_NS), None)
+
+    def on_bridge_state(self, accepting: bool, reason: str, refused: tuple[int, str] | None) -> bool:
+        """The bridge's bridge_state: whether it follows commands now (else `reason`: why it refuses every one)
+        and the last command it refused as (its stamp in ns since the epoch, why), None if none. A refusal of one
+        of ours not yet settled acts as `on_refused`. True when `paused` changed."""
+        self.bridge_says_refusals = True
+        if refused is not None:
+            k = self._unacked_index(refused[0])
+            if k is not None:
+                for _ in range(k + 1):
+                    self._unacked.popleft()
+                self.on_refused(refused[1])
+        was = self.paused
+        self.paused = None if accepting else (reason or "the bridge refuses every command")
+        if was is not None and self.paused is None:
+            self._resumed = was
+        return (was is None) != (self.paused is None)
 
     def on_refused(self, reason: str) -> None:
         """The bridge aborted our last goal (not for a newer one): it never executed it. Any thread."""
@@ -151,6 +211,7 @@ class StartState:
     def on_published(self, stamp_ns: int, now_s: float) -> None:
         """We published a trajectory stamped `stamp_ns` (ns since the epoch) at `now_s`."""
         self.sent = (stamp_ns, now_s)
+        self._unacked.append((stamp_ns, now_s))
         self.executing_ours = self.acked = False
 
     def reset(self) -> None:
@@ -161,6 +222,8 @@ class StartState:
         with self._refused_lock:
             self._refused = None
         self.executing, self.executing_ours, self.sent, self.acked = None, False, None, False
+        self._unacked.clear()
+        self._resumed = None  # a pause stays until the bridge says otherwise (its clock reset ends a stop)
 
     def ack_timeout_s(self) -> float:
         """`bridge_ack_timeout_s`, or twice the slowest of the recent reports when a loaded machine makes the
@@ -171,6 +234,10 @@ class StartState:
 
     def before_chunk(self, now_s: float) -> Reanchor | None:
         """Drop or replace the active trajectory when the robot is not executing it; what was done, if anything."""
+        if self.paused is not None:
+            return None  # nothing is published while paused; the resume starts afresh
+        if self._resumed is not None:
+            return self._resume()
         if self.executing is not None:
             return self._follow_bridge(now_s)
         if self.node_cfg.initial_state == InitialState.JOINT_STATES:
@@ -178,7 +245,11 @@ class StartState:
         return None
 
     def require_state(self) -> None:
-        """Raise ChunkError `no_state` while initial_state bridge has no report of the bridge yet."""
+        """Raise ChunkError `paused` while the bridge refuses every command, `no_state` while initial_state bridge
+        has no report of the bridge yet."""
+        if self.paused is not None:
+            raise ChunkError("paused", f"the bridge refuses every command ({self.paused}): no trajectory is "
+                             "published until it follows commands again")
         if self.executing is None and self.node_cfg.initial_state == InitialState.BRIDGE:
             # at start-up and after a clock reset the bridge has no state until its first joint state (then
             # it reports its hold) and refuses anything started from joint_states that reached us first
@@ -207,17 +278,44 @@ class StartState:
             refused, self._refused = self._refused, None
         return refused
 
+    def _resume(self) -> Reanchor | None:
+        """The bridge follows commands again after refusing them all: what was ours is gone (held where the stop
+        left it, or reset); start from what the bridge holds (initial_state bridge) or from the measured state."""
+        why = f"the bridge follows commands again (it refused every one: {self._resumed})"
+        self._resumed = None
+        self._take_refused()
+        self.sent = None
+        self._unacked.clear()
+        self.executing_ours = self.acked = False
+        if self.executing is not None:
+            self.stitcher.adopt(self.executing)
+            return Reanchor(Anchor.BRIDGE, why)
+        self.stitcher.reset()
+        if self.node_cfg.initial_state == InitialState.JOINT_STATES:
+            return Reanchor(Anchor.MEASURED, why)
+        return None  # nothing reported since a clock reset: `require_state` waits for the bridge's report
+
     def _follow_bridge(self, now_s: float) -> Reanchor | None:
         """initial_state bridge: stitch onto what the bridge executes. When that is not the trajectory we published
-        last and ours was refused (aborted goal) or is not reported within `ack_timeout_s`, the bridge's
-        trajectory in force becomes the one to stitch onto."""
+        last and ours was refused (aborted goal, bridge_state) or, from a bridge that does not publish
+        bridge_state, is not reported within `ack_timeout_s` of the oldest publication not reported since, the
+        bridge's trajectory in force becomes the one to stitch onto.
+        A report of ours that is not the curve we published (the bridge joined it late) replaces ours."""
         e = self.executing
+        assert e is not None  # before_chunk calls this only with a report
         refused = self._take_refused()
-        if self.executing_ours or self.stitcher.active is e:
+        active = self.stitcher.active
+        if self.executing_ours:
+            if active is not e and (active is None or not same_curve(active, e)):
+                self.stitcher.adopt(e)  # what the bridge follows of ours is the start
+            return None
+        if active is e:
             return None
         sent = self.sent
-        if not refused and not self.acked and sent is not None and now_s - sent[1] <= self.ack_timeout_s():
-            return None  # ours is still on its way to the bridge
+        pending = self._unacked[0][1] if self._unacked else None
+        if not refused and not self.acked and pending is not None and (
+                self.bridge_says_refusals or now_s - pending <= self.ack_timeout_s()):
+            return None  # ours is still on its way to the bridge (one that names its refusals is believed)
         self.stitcher.adopt(e)
         if sent is None or (self.acked and not refused):
             # nothing of ours yet, or ours ran and the bridge has moved on (the watchdog's hold after its end,
@@ -227,6 +325,7 @@ class StartState:
                f"the bridge did not report our last trajectory within {self.ack_timeout_s():.3f} s "
                f"(bridge_ack_timeout_s, or twice its slowest recent report): refused")
         self.sent = None
+        self._unacked.clear()
         return Reanchor(Anchor.BRIDGE, why)
 
     def _reanchor(self, now_s: float) -> Reanchor | None:

@@ -20,7 +20,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from plan_stack.action import ExecuteTrajectory
 from plan_stack.joint_states import JointProblem, JointSelectError, JointSelector
-from plan_stack.msg import ActionChunk
+from plan_stack.msg import ActionChunk, BridgeState
 from plan_stack.ros.action_client import ActionCall, ActionCallError
 from plan_stack.ros.clock import on_clock_reset
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
@@ -52,13 +52,14 @@ class StitcherNode(Node):
         self.counts: dict[str, Any] = {"chunks": 0, "published": 0, "rejected": 0, "fallbacks": 0, "failed": 0,
                                        "reanchored": 0, "bad_joint_states": 0, "clamped_samples": 0,
                                        "clock_resets": 0, "bad_active_trajectories": 0,
-                                       "interpolation_rejects": 0}
+                                       "interpolation_rejects": 0, "paused": 0, "bad_bridge_states": 0}
         self.start = StartState(self.stitcher, self.node_cfg)  # what a trajectory starts from
         self._joints = JointSelector(self.node_cfg.state_joint_names or self.cfg.joint_names)
         # the last joint_states problem reported (None: the last message was good)
         self._joint_problem: JointProblem | None = None
         self.diag = Diagnostics(self, self.node_cfg.diagnostics_period_s)
         self._reanchor_log = RepeatFilter()  # re-anchoring repeats each chunk while the bridge refuses them
+        self._pause_log = RepeatFilter()  # a pause drops every chunk until the bridge follows commands again
         # OK outcomes are reported at most once per diagnostics period (building the status costs ~0.2 ms per
         # chunk otherwise); the latest one waiting is flushed by this timer. Anything not OK is reported at once.
         self._ok_report: tuple[str, dict[str, Any]] | None = None
@@ -73,6 +74,8 @@ class StitcherNode(Node):
             # raw: read with numpy (`trajectory_from_cdr`), not as one Python object per point
             self.create_subscription(JointTrajectory, "active_trajectory", self._on_active_trajectory, LATCHED_QOS,
                                      raw=True)
+        # the bridge's command state: paused while it refuses every command, a refusal of ours acted on at once
+        self.create_subscription(BridgeState, "bridge_state", self._on_bridge_state, LATCHED_QOS)
         # Goals go out from a sender thread (ActionCall blocks until accepted); only the newest
         # trajectory is worth sending, so a pending one is replaced, never queued.
         name = self.node_cfg.execute_action
@@ -115,6 +118,39 @@ class StitcherNode(Node):
         if acked:
             self._reanchor_log.reset()  # followed again: the next refusal is news, said at once
 
+    def _on_bridge_state(self, msg: BridgeState) -> None:
+        """Whether the bridge follows commands (a protective stop refuses them all until it is cleared) and the
+        last command it refused (by stamp: one of ours re-anchors the next chunk at once)."""
+        known = (BridgeState.WAITING, BridgeState.READY, BridgeState.PROTECTIVE_STOP)
+        if msg.state not in known:  # never taken for "follows commands" nor for a stop: reported, ignored
+            self.counts["bad_bridge_states"] += 1
+            self.diag.report("bridge", ERROR, f"rejected bridge_state: unknown state {msg.state} (expected one of "
+                             f"{list(known)})", now=True, rejected=self.counts["bad_bridge_states"])
+            return
+        refused = None
+        if msg.refused_stamp.sec or msg.refused_stamp.nanosec:
+            refused = (stamp_to_ns(msg.refused_stamp) - self._epoch_ns,
+                       f"error {msg.refused_code}: {msg.refused_reason}")
+        # paused by a protective stop only: before its first joint state (WAITING) the bridge has reported no
+        # state either, and a chunk waits for that report (`no_state`), or is refused like any other command
+        stopped = msg.state == BridgeState.PROTECTIVE_STOP
+        if not self.start.on_bridge_state(not stopped, msg.reason, refused):
+            return
+        paused = self.start.paused
+        if paused is not None:
+            self._pause_log.reset()
+            self.get_logger().warning(self._pause_log(self._pause_text(paused)) or "paused")
+            self.diag.report("bridge", WARN, f"paused: the bridge refuses every command ({paused})", now=True,
+                             **self.counts)
+        else:
+            self.get_logger().info("the bridge follows commands again: resuming")
+            self.diag.report("bridge", OK, "the bridge follows commands again", now=True, **self.counts)
+
+    @staticmethod
+    def _pause_text(paused: str) -> str:
+        return (f"paused: the bridge refuses every command ({paused}); chunks are dropped until it follows "
+                "commands again")
+
     def _on_clock_reset(self) -> None:
         """ROS time went back (simulator reset or restart): the active trajectory, the measured state and any
         goal not yet sent belong to the old world; drop them, so the next chunk starts from fresh joint_states
@@ -150,6 +186,13 @@ class StitcherNode(Node):
             chunk = Chunk.from_flat(stamp_s, msg.joint_names, msg.dt, msg.horizon, msg.positions)
             result = self.stitcher.process(chunk, now_s, self.start.initial(now_s, chunk))
         except ChunkError as exc:
+            if exc.reason == "paused":  # said when the pause began, then every 10 s with a count; never published
+                self.counts["paused"] += 1
+                text = self._pause_log(self._pause_text(self.start.paused or ""))
+                if text is not None:
+                    self.get_logger().warning(text)
+                self.diag.report("input", WARN, f"dropped chunk: {exc}", reason=exc.reason, **self.counts)
+                return
             self.counts["rejected"] += 1
             self.get_logger().warning(f"rejected chunk: {exc}")
             self.diag.report("input", WARN, f"rejected chunk: {exc}", now=True, reason=exc.reason, **self.counts)

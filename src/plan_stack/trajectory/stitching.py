@@ -42,7 +42,7 @@ from plan_stack.trajectory.alignment import Aligner, Alignment, Chunk
 # The bridges' own trajectory check (ROS-free): the stitcher runs the very function the bridge runs.
 from plan_stack.trajectory.checks import Verdict, check_trajectory
 from plan_stack.trajectory.config import Backend, StitcherConfig
-from plan_stack.trajectory.core import Reference, Trajectory
+from plan_stack.trajectory.core import Reference, Trajectory, followed
 from plan_stack.trajectory.limits import LimitReport, Limits, TrajectoryError, check_limits
 from plan_stack.trajectory.mpc import JointMpc, MpcStatus, MpcWeights
 from plan_stack.trajectory.ruckig_filter import RuckigFilter, RuckigStatus
@@ -146,7 +146,9 @@ class Stitcher:
 
     @property
     def active(self) -> Trajectory | None:
-        """The trajectory emitted last (what the robot is executing)."""
+        """What the controller follows from the trajectory emitted last (what the robot is executing): the
+        trajectory itself, or, when its stamp precedes its first point, that trajectory joined from the predicted
+        reference at the stamp (`core.followed`), the curve its check passed."""
         return self._active
 
     def prepare(self, horizon: int) -> None:
@@ -245,12 +247,12 @@ class Stitcher:
                                limits, traj.positions[:, self._didx] if len(self._didx) else None,
                                self.discrete_rate)
             if rep.ok:
-                traj, lead_s, verdict = self._as_published(traj, al, accept)
+                traj, lead_s, verdict, followed_curve = self._as_published(traj, al, accept)
                 if not verdict.ok:
                     rejects += 1
                     messages.append(f"{gen}: the interpolated curve fails the bridge's check: {verdict.message}")
                     continue
-                self._active = traj
+                self._active = followed_curve
                 return StitchResult(
                     traj, StitchStatus.OK if attempt == 0 and brake_limits is None else StitchStatus.FALLBACK, str(gen),
                     (time.perf_counter() - t_begin) * 1e3, rep, al.trimmed, S, constrained,
@@ -272,9 +274,12 @@ class Stitcher:
         hi[c] = np.maximum(hi[c], brake_limits.q_max)
         return Limits.for_joints(acc.joint_names, lo, hi, v, a, acc.j_max)
 
-    def _as_published(self, traj: Trajectory, al: Alignment, accept: Limits) -> tuple[Trajectory, float, Verdict]:
+    def _as_published(self, traj: Trajectory, al: Alignment, accept: Limits
+                      ) -> tuple[Trajectory, float, Verdict, Trajectory]:
         """(the trajectory with the lead's samples in front, the lead left to publish with, the bridge's verdict
-        on it as published: stamped `lead_s` before sample 0, joined from the predicted reference at the stamp)."""
+        on it as published: stamped `lead_s` before sample 0, joined from the predicted reference where the
+        controller activates it; the curve the controller then follows: the trajectory itself when its first point
+        is due at the stamp, else with that join in front, `core.followed`)."""
         dt = self.cfg.dt
         n_lead = 0 if al.lead is None else len(al.lead[0])
         if n_lead:
@@ -288,9 +293,12 @@ class Stitcher:
         published = Trajectory(traj.joint_names, stamp, traj.times_s + lead_s, traj.positions, traj.velocities,
                                traj.accelerations)
         init = al.initial if al.initial is not None else al.exec_state
-        verdict = check_trajectory(published, self.cfg.joint_names, accept, stamp,
-                                   Reference(init[0], init[1], init[2], True))
-        return traj, lead_s, verdict
+        initial = Reference(init[0], init[1], init[2], True)
+        activation = stamp if al.activation_s is None else max(stamp, al.activation_s)
+        verdict = check_trajectory(published, self.cfg.joint_names, accept, activation, initial)
+        if lead_s == 0.0 and activation == stamp:  # the first point is due at the stamp: the grid is the curve
+            return traj, lead_s, verdict, traj
+        return traj, lead_s, verdict, followed(published, stamp, initial, activation)
 
     def _brake_limits(self, x0: np.ndarray) -> Limits | None:
         """None when the start state x0 [3, Dc] lies inside the limits and satisfies the brake condition
