@@ -14,19 +14,21 @@ Bounds (each failure is named; exit status 1 when any is missed):
 * the run reached `--sim-seconds` (not stopped by `--max-wall-s`), no node process died or restarted;
 * each node's RSS grew at most `--max-rss-growth` (fraction) from the end of the warm-up (`--warmup-s` of sim
   time) to the end;
-* no ERROR report (`--max-errors`), from the start. With `--allow-collisions`, a collision of the arms (the
-  simulator's ERROR `safety`, which ends the task) and the protective stop that follows it in the same scene
-  are counted apart (`collision_errors`, the tasks' `collision` outcomes), as the learned policy's fault rather
-  than the stack's;
+* no ERROR report (`--max-errors`), from the start. The reports are of two kinds: `safety` (the robot hit
+  something: the simulator's arm collision report, the bridge's protective stop and the commands it refuses
+  while stopped) and `stack` (everything else). With `--allow-safety-events` only the stack's count against
+  the bound: the safety events are the learned policy's (run-episodes measures them per seed) and stay in
+  the report, per task;
 * real-time factor >= `--min-rtf`;
 * every task's outcome was published (episodes 1, 2, ... without a gap) and logged, and at least as many
   tasks ended as the simulator's time limit allows (each ends within `task_time_limit_s`).
 
-`--json PATH` writes: robot, config, sim_s, wall_s, rtf, resets, nodes (rss_start_mib, rss_end_mib,
+`--json PATH` writes: robot, config, sim_s, wall_s, rtf, resets, nodes (cpu_pct: CPU time over wall time
+after the warm-up, in % of one core; rss_start_mib, rss_end_mib,
 rss_growth_pct, restarts, diagnostics and reports by level, first_error), diagnostics and reports (totals by
-level), errors (the first few ERROR reports, with node, status, message, sim time and whether a collision
-caused it), collision_errors, tasks (one row per outcome: episode, seed, success, reason, max_reward,
-duration_s, sim_s), successes, bounds, failures, passed. For a
+level), stack_errors and safety_errors (ERROR reports of each kind), errors (the first few of each kind,
+with node, status, message, sim time and kind), tasks (one row per outcome: episode, seed, success, reason,
+max_reward, duration_s, sim_s, safety_reports), successes, bounds, failures, passed. For a
 config without a planner, a stand-in publishes fixed plan features (`--plan-features-hz`). Not part of
 `make test` (`make soak`; test/test_soak.py runs a short one).
 """
@@ -57,6 +59,15 @@ def _rss_kib(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def _cpu_s(pid: int) -> float | None:
+    """CPU time (user + system, s) of a process and its threads so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _node_pids(parent: int) -> dict[str, int]:
@@ -108,9 +119,9 @@ def evaluate(report: dict[str, Any], args: argparse.Namespace, time_limit_s: flo
         elif n["rss_growth_pct"] > 100 * args.max_rss_growth:
             failures.append(f"node {n['node']}: RSS grew {n['rss_growth_pct']:.1f} % after the warm-up (bound "
                             f"{100 * args.max_rss_growth:.1f} %)")
-    errors = report["reports"].get("ERROR", 0) - (report["collision_errors"] if args.allow_collisions else 0)
+    errors = report["stack_errors"] + (0 if args.allow_safety_events else report["safety_errors"])
     if errors > args.max_errors:
-        first = next((e for e in report["errors"] if not (args.allow_collisions and e["collision"])), {})
+        first = next((e for e in report["errors"] if not (args.allow_safety_events and e["kind"] == "safety")), {})
         failures.append(f"{errors} ERROR diagnostics (bound {args.max_errors}); the first: "
                         f"{first.get('status', '?')}: {first.get('message', '?')[:200]}")
     if report["rtf"] is None or report["rtf"] < args.min_rtf:
@@ -142,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
                          "learned planner provides the plan features)")
     ap.add_argument("--max-rss-growth", type=float, default=0.05, help="bound on each node's RSS growth (fraction)")
     ap.add_argument("--max-errors", type=int, default=0, help="bound on ERROR reports")
-    ap.add_argument("--allow-collisions", action="store_true",
-                    help="do not count the ERROR reports of an arm collision and its protective stop (see above)")
+    ap.add_argument("--allow-safety-events", action="store_true",
+                    help="count only the stack's ERROR reports against --max-errors, not the safety events (arm "
+                         "collisions, protective stops and the refusals while stopped; see above)")
     ap.add_argument("--min-rtf", type=float, default=0.9, help="bound on the real-time factor (sim s / wall s)")
     ap.add_argument("--no-require-tasks", dest="require_tasks", action="store_false",
                     help="accept a simulator without a task time limit")
@@ -188,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     by_node: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     reports: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     last_status: dict[str, tuple] = {}
-    collision = {"scene": -1, "errors": 0}  # the scene (reset count) of the last collision; its ERROR reports
+    kinds: collections.Counter = collections.Counter()  # ERROR reports by kind (safety, stack)
+    safety_by_scene: collections.Counter = collections.Counter()  # safety ERROR reports per scene (reset count)
     errors: list[dict[str, Any]] = []
     first_error: dict[str, str] = {}
     sim = SimTime()
@@ -198,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     restarts: collections.Counter = collections.Counter()
     rss_start: dict[str, int] = {}
     rss_end: dict[str, int] = {}
+    cpu_start: dict[str, tuple[float, float]] = {}  # node -> (wall s, CPU s) at the end of the warm-up
+    cpu_end: dict[str, tuple[float, float]] = {}
     wall = {"first": None, "last": None}
     try:
         with ros_session(args=[]):
@@ -216,16 +231,16 @@ def main(argv: list[str] | None = None) -> int:
                     reports[node][level] += 1
                     if s.level != DiagnosticStatus.ERROR:
                         continue
-                    if s.name.endswith(": safety"):  # the simulator says the arms collided
-                        collision["scene"] = sim.resets
-                    caused = collision["scene"] == sim.resets and (
-                        s.name.endswith(": safety") or "protective stop" in s.message)
-                    collision["errors"] += caused
+                    kind = "safety" if (s.name.endswith((": safety", ": protective_stop"))
+                                        or "protective stop" in s.message) else "stack"
+                    kinds[kind] += 1
+                    if kind == "safety":
+                        safety_by_scene[sim.resets] += 1
                     if node not in first_error:
                         first_error[node] = f"{s.name}: {s.message}"
-                    if len(errors) < MAX_ERRORS_KEPT:
+                    if sum(e["kind"] == kind for e in errors) < MAX_ERRORS_KEPT:
                         errors.append(dict(node=node, status=s.name, message=s.message, sim_s=round(sim.total_s, 3),
-                                           collision=caused))
+                                           kind=kind))
 
             def on_joint_states(msg: JointState) -> None:
                 sim.update(stamp_to_s(msg.header.stamp))
@@ -238,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                     return  # the latched sample again (a rematch)
                 tasks.append(dict(episode=m.episode, seed=m.seed, success=m.success, reason=m.reason,
                                   max_reward=m.max_reward, duration_s=round(m.duration_s, 3), next=m.next,
-                                  sim_s=round(sim.total_s, 3)))
+                                  sim_s=round(sim.total_s, 3), scene=sim.resets))
 
             probe.create_subscription(DiagnosticArray, "/diagnostics", on_diag, DIAGNOSTICS_QOS)
             probe.create_subscription(JointState, "joint_states", on_joint_states, SENSOR_QOS)
@@ -270,9 +285,12 @@ def main(argv: list[str] | None = None) -> int:
                             restarts[n] += 1
                         pids[n] = p
                     rss = {n: _rss_kib(p) for n, p in now_pids.items()}
+                    cpu = {n: (time.monotonic(), c) for n, p in now_pids.items() if (c := _cpu_s(p)) is not None}
                     if t >= args.warmup_s and not rss_start:
                         rss_start = {n: r for n, r in rss.items() if r}
+                        cpu_start = dict(cpu)
                     rss_end.update({n: r for n, r in rss.items() if r})
+                    cpu_end.update(cpu)
                     print(f"[soak] sim {t:7.1f} s  wall {time.monotonic() - wall0:7.1f} s  tasks {len(tasks)} "
                           f"({sum(x['success'] for x in tasks)} solved)  "
                           + "  ".join(f"{n}={(r or 0) / 1024:.0f}MiB" for n, r in sorted(rss.items())), flush=True)
@@ -281,9 +299,11 @@ def main(argv: list[str] | None = None) -> int:
             for n, p in _node_pids(up.pid).items():
                 if n in pids and pids[n] != p:
                     restarts[n] += 1
-                r = _rss_kib(p)
+                r, c = _rss_kib(p), _cpu_s(p)
                 if r:
                     rss_end[n] = r
+                if c is not None:
+                    cpu_end[n] = (time.monotonic(), c)
             probe.destroy_node()
     finally:
         up.send_signal(signal.SIGINT)
@@ -293,13 +313,17 @@ def main(argv: list[str] | None = None) -> int:
             up.kill()
         log.close()
 
+    for t in tasks:  # the safety reports of the scene each task ran in (the scene is the reset count)
+        t["safety_reports"] = safety_by_scene.get(t.pop("scene"), 0)
     wall_s = (wall["last"] - wall["first"]) if wall["first"] and wall["last"] else 0.0
     nodes = []
     for n in sorted(set(pids) | set(by_node)):
         if n not in pids:
             continue  # a status name without a node process of its own
         b, e = rss_start.get(n), rss_end.get(n)
-        nodes.append(dict(node=n, rss_start_mib=round(b / 1024, 1) if b else None,
+        c0, c1 = cpu_start.get(n), cpu_end.get(n)
+        cpu_pct = round(100 * (c1[1] - c0[1]) / (c1[0] - c0[0]), 1) if c0 and c1 and c1[0] > c0[0] else None
+        nodes.append(dict(node=n, cpu_pct=cpu_pct, rss_start_mib=round(b / 1024, 1) if b else None,
                           rss_end_mib=round(e / 1024, 1) if e else None,
                           rss_growth_pct=round(100 * (e - b) / b, 2) if b and e else None,
                           restarts=restarts.get(n, 0), diagnostics=dict(by_node.get(n, {})),
@@ -315,24 +339,24 @@ def main(argv: list[str] | None = None) -> int:
         robot=args.robot, config=str(cfg.path), sim_s=round(sim.total_s, 2), wall_s=round(wall_s, 2),
         rtf=round(sim.total_s / wall_s, 3) if wall_s > 0 else None, resets=sim.resets, warmup_s=args.warmup_s,
         task_time_limit_s=time_limit_s, nodes=nodes, diagnostics=dict(totals), reports=dict(report_totals),
-        errors=errors, collision_errors=collision["errors"], tasks=tasks,
+        stack_errors=kinds["stack"], safety_errors=kinds["safety"], errors=errors, tasks=tasks,
         successes=sum(t["success"] for t in tasks), tasks_logged=logged, died=died, log=str(log_path),
         bounds=dict(sim_seconds=args.sim_seconds, max_rss_growth_pct=100 * args.max_rss_growth,
-                    max_errors=args.max_errors, allow_collisions=args.allow_collisions, min_rtf=args.min_rtf))
+                    max_errors=args.max_errors, allow_safety_events=args.allow_safety_events, min_rtf=args.min_rtf))
     report["failures"] = evaluate(report, args, time_limit_s, logged)
     report["passed"] = not report["failures"]
 
     print(f"\nsoak: {args.robot} ({cfg.path}), {report['sim_s']:.0f} s of sim time in {report['wall_s']:.0f} s of wall "
           f"time: real-time factor {report['rtf']}; {len(tasks)} tasks, {report['successes']} solved; diagnostic "
-          f"reports {dict(report_totals)} ({collision['errors']} ERROR of collisions); RSS baseline after "
+          f"reports {dict(report_totals)}: ERROR {kinds['stack']} of the stack, {kinds['safety']} of safety events "
+          f"in {sum(t['safety_reports'] > 0 for t in tasks)} tasks; RSS baseline after "
           f"{args.warmup_s:.0f} s of sim time")
-    cols = ["node", "rss_start_mib", "rss_end_mib", "rss_growth_pct", "restarts"]
+    cols = ["node", "cpu_pct", "rss_start_mib", "rss_end_mib", "rss_growth_pct", "restarts"]
     print("  ".join(f"{c:>16}" for c in cols) + "  reports")
     for r in nodes:
         print("  ".join(f"{str(r[c]):>16}" for c in cols) + f"  {r['reports']}")
     for e in errors[:5]:
-        print(f"ERROR at {e['sim_s']:.1f} s of sim time{' (collision)' if e['collision'] else ''}: {e['status']}: "
-              f"{e['message'][:300]}")
+        print(f"ERROR ({e['kind']}) at {e['sim_s']:.1f} s of sim time: {e['status']}: {e['message'][:300]}")
     for f in report["failures"]:
         print(f"FAILED: {f}")
     print("PASSED" if report["passed"] else "soak: bounds missed (see above)")

@@ -25,15 +25,6 @@ def test_the_time_limit_ends_an_unsolved_task_with_its_best_reward():
     assert "not solved (time limit)" in out.text() and "holding the end state" in out.text()
 
 
-def test_a_collision_ends_the_task_unless_it_was_solved():
-    e = TaskEpisodes("transfer_cube", seed=3, max_reward=4, time_limit_s=20.0)
-    out = e.update(4.0, 2, TaskEnd.RESET, collided=True)
-    assert out is not None and (out.success, out.reason, out.max_reward) == (False, "collision", 2)
-    assert "not solved (collision)" in out.text()
-    e.next_scene()
-    assert e.update(5.0, 4, TaskEnd.RESET, collided=True).reason == "success"  # solved at the same check
-
-
 def test_no_time_limit_means_only_success_ends_the_task():
     e = TaskEpisodes("insertion", seed=0, max_reward=4)
     assert e.update(1e6, 3, TaskEnd.CONTINUE) is None

@@ -1,9 +1,7 @@
 """A simulator's task, one episode after another (no ROS): when the task ends, its outcome, what comes next.
 
-A task ends when the simulator's ground truth says it is solved (its staged reward reaches the maximum), when
-the robot collided with itself (a safety fault the simulator reports; a real robot would now wait for an
-operator) or when its time limit passes (sim time since the scene started). What the simulator then does is
-`TaskEnd`:
+A task ends when the simulator's ground truth says it is solved (its staged reward reaches the maximum) or
+when its time limit passes (sim time since the scene started). What the simulator then does is `TaskEnd`:
 
 * `continue`: the scene keeps running as it is (the outcome is said once; the robot's stack carries on);
 * `hold`: sim time stops at the end state (nothing moves, nothing is published) until told otherwise;
@@ -41,7 +39,7 @@ class TaskOutcome:
     episode: int  # tasks ended since the simulator started, this one included (1, 2, ...)
     seed: int
     success: bool
-    reason: str  # "success", "collision" or "time_limit"
+    reason: str  # "success" or "time_limit"
     max_reward: int
     end_s: float  # sim time the task ended
     duration_s: float  # sim time from the task's start to its end
@@ -50,7 +48,7 @@ class TaskOutcome:
 
     def text(self) -> str:
         """One log line."""
-        what = "solved" if self.success else f"not solved ({self.reason.replace('_', ' ')})"
+        what = "solved" if self.success else "not solved (time limit)"
         then = {TaskEnd.CONTINUE: "the scene continues", TaskEnd.HOLD: "holding the end state (sim time stopped)",
                 TaskEnd.RESET: f"resetting to seed {self.next_seed}"}[self.next]
         return (f"task {self.episode} ({self.task}, seed {self.seed}): {what} in {self.duration_s:.2f} s of sim "
@@ -60,9 +58,9 @@ class TaskOutcome:
 class TaskEpisodes:
     """Episode bookkeeping of one simulator: the scene's seed, the task's start, its highest reward, its end.
 
-    `update(t, reward, on_end, collided)` each step returns the outcome once, when the task ends (`max_reward`
-    reached, a collision, or `time_limit_s` of sim time since the scene started; 0: no limit); after that,
-    nothing until `next_scene`
+    `update(t, reward, on_end)` each step returns the outcome once, when the task ends (`max_reward` reached,
+    or `time_limit_s` of sim time since the scene started; 0: no limit); after that, nothing until
+    `next_scene`
     (a reset) starts a new task. `time_limit_s` may change between calls (a parameter set at run time).
     """
 
@@ -79,17 +77,14 @@ class TaskEpisodes:
         self.ended: TaskOutcome | None = None  # the outcome of the scene's task once it ended
         self.previous_end_s: float | None = None  # sim time the scene before the last reset ended
 
-    def update(self, t_s: float, reward: int, on_end: TaskEnd, collided: bool = False) -> TaskOutcome | None:
-        """Sim time `t_s` with the task's staged reward now (`collided`: the robot collided since the last call):
-        the outcome when the task ends at this step."""
+    def update(self, t_s: float, reward: int, on_end: TaskEnd) -> TaskOutcome | None:
+        """Sim time `t_s` with the task's staged reward now: the outcome when the task ends at this step."""
         if self.ended is not None:
             return None
         self.best = max(self.best, int(reward))
         duration = t_s - self.start_s
         if self.best >= self.max_reward:
             reason = "success"
-        elif collided:
-            reason = "collision"
         elif self.time_limit_s > 0 and duration >= self.time_limit_s:
             reason = "time_limit"
         else:

@@ -9,8 +9,8 @@ point; geometry_msgs/PoseStamped in `world`) and `ground_truth/reward`
 arms (contact force over `arm_collision_force_n`) is reported at once as an
 ERROR `safety` diagnostic (the geoms, the force), its end as OK.
 
-The task ends when it is solved (reward 4), when the arms collide (the
-`safety` ERROR above) or after `task_time_limit_s` of sim time: its outcome (plan_stack/TaskOutcome) is published latched on
+The task ends when it is solved (reward 4) or after `task_time_limit_s` of
+sim time: its outcome (plan_stack/TaskOutcome) is published latched on
 `ground_truth/task_outcome`, logged and reported (`task` diagnostic), and
 the simulator does what `on_task_end` says (`embodiments.task_episodes`):
 `continue`, `hold` (sim time stops) or `reset` (after `reset_pause_s` of wall
@@ -92,7 +92,7 @@ class AlohaSimConfig(SimConfig):
         "a task not solved within this much sim time since its scene started ends as a failure (`time_limit`); "
         "0: no limit (settable at run time)", 0.0, min=0.0, max=86400.0)
     on_task_end: str = param(
-        "what the simulator does when its task ends (solved, the arms collided, or task_time_limit_s): `continue` (the scene runs "
+        "what the simulator does when its task ends (solved, or task_time_limit_s): `continue` (the scene runs "
         "on), `hold` (sim time stops at the end state until this is set otherwise), `reset` (the scene restarts "
         "with the next seed and sim time from 0; the stack sees a clock reset) (settable at run time)",
         TaskEnd.CONTINUE.value, choices=tuple(e.value for e in TaskEnd))
@@ -157,7 +157,6 @@ class AlohaSimNode(SimNode):
         self._touching = False  # an arm-arm contact is in progress
         self._collided = False  # ... and it was reported as a collision
         self._arms_touched_s = -float("inf")  # sim time the arms last touched
-        self._collided_in_task = False  # a collision since the task's last check: the task ends
         self.start_physics("aloha_sim_physics", cfg.real_time_factor)
 
     # --- physics thread ---------------------------------------------------------
@@ -186,7 +185,7 @@ class AlohaSimNode(SimNode):
             self._touching, self._arms_touched_s = True, t
             left, right, force = max(contacts, key=lambda c: c[2])
             if not self._collided and force > self.cfg.arm_collision_force_n:
-                self._collided = self._collided_in_task = True
+                self._collided = True
                 self.diagnostics.report("safety", ERROR, f"arms collided at {t:.3f} s: {left} - {right}, "
                                         f"{force:.0f} N", now=True, sim_time_s=f"{t:.3f}", force_n=f"{force:.1f}")
         elif self._touching and t - self._arms_touched_s >= self.cfg.arm_contact_clear_s:
@@ -226,8 +225,7 @@ class AlohaSimNode(SimNode):
             return False
         cfg = self.cfg  # parameters set at run time are read here
         self.episodes.time_limit_s = cfg.task_time_limit_s
-        collided, self._collided_in_task = self._collided_in_task, False
-        outcome = self.episodes.update(t, self.sim.reward(), TaskEnd(cfg.on_task_end), collided)
+        outcome = self.episodes.update(t, self.sim.reward(), TaskEnd(cfg.on_task_end))
         if outcome is None:
             return False
         self.outcomes.append(outcome)
@@ -271,7 +269,7 @@ class AlohaSimNode(SimNode):
             every.reset()
         self._clock_pub.reset()
         self._cameras.reset()
-        self._touching, self._arms_touched_s, self._collided_in_task = False, -float("inf"), False
+        self._touching, self._arms_touched_s = False, -float("inf")
         if self._collided:
             self._collided = False
             self.diagnostics.report("safety", OK, "arms apart (scene reset)")
