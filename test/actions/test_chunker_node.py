@@ -1,11 +1,14 @@
 """`chunker` over real DDS on sim time: chunk cadence, RTC prefix, refusals with diagnostics."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rcl_interfaces.msg import Log
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
@@ -171,6 +174,10 @@ def test_clock_jumping_back_drops_plan_and_rtc_state(checkpoint):
             observe(1.0)  # no plan features from before the reset are used
             assert spin_until(ex, lambda: _diag_seen(rig, "plan", "from before the reset dropped"), 15.0)
             rig.plan.publish(rig.features(20.1))  # in flight from before the reset: stamped in the future
+            assert spin_until(ex, lambda: _diag_seen(rig, "plan", "from before the clock reset"), 15.0)
+            ignored = [s for s in rig.diag if s.name == "chunker: plan" and "from before the clock reset" in s.message]
+            assert ignored[0].level == DiagnosticStatus.WARN  # a reset's leftovers, no fault
+            rig.plan.publish(rig.features(25.0))  # later than the old time ever was: a wrong clock
             assert spin_until(ex, lambda: _diag_seen(rig, "plan", "ahead of the node clock"), 15.0)
             assert len(rig.chunks) == 2
 
@@ -182,6 +189,52 @@ def test_clock_jumping_back_drops_plan_and_rtc_state(checkpoint):
             last = rig.chunks[-1]
             assert last.prefix_len == 0  # the RTC state was dropped: nothing locked from the old chunk
             assert last.header.stamp.sec == 1
+
+
+def test_waiting_for_plan_features_is_said_once_per_wait_and_is_no_error(checkpoint):
+    """The planner still loading (tens of seconds at start-up) or planning its first plan after a simulator
+    reset: the chunker has observations but no plan features. That is a wait, not a fault: the `plan` status is
+    STALE, never ERROR, and the console says it once per wait (not once a second), and once when chunks flow."""
+    params = [Parameter("use_sim_time", value=True), Parameter("checkpoint", value=checkpoint),
+              Parameter("joint_names", value=JOINTS), Parameter("method", value="hard_prefix"),
+              Parameter("execution_horizon_steps", value=S), Parameter("max_plan_age_s", value=0.5)]
+    with ros_context() as ctx:
+        rig = _Rig(ctx)
+        logs: list[str] = []
+        rig.node.create_subscription(Log, "/rosout", lambda m: logs.append(m.msg) if m.name == "chunker" else None,
+                                     100)
+        chunker = ChunkerNode(context=ctx, parameter_overrides=params)
+        with executor_with(ctx, chunker, rig.node) as ex:
+            assert spin_until(ex, lambda: rig.obs.get_subscription_count() and rig.plan.get_subscription_count()
+                              and rig.node.count_subscribers("/clock") >= 1, 10.0)
+            said = lambda: [m for m in logs if "no chunk" in m]  # noqa: E731
+            plan_levels = lambda: {s.level for s in rig.diag if s.name == "chunker: plan"}  # noqa: E731
+
+            def observe_for(t0, wall_s):  # observations at 20 Hz of sim time, 2.5 s of wall time
+                t, end = t0, time.monotonic() + wall_s
+                while time.monotonic() < end:
+                    rig.clock.publish(Clock(clock=_time(t)))
+                    rig.obs.publish(rig.observation(t, (0.1, 0.2, 0.3)))
+                    spin_until(ex, lambda: False, 0.05)
+                    t += 0.05
+                return t
+
+            t = observe_for(10.0, 2.5)
+            assert chunker.observations_seen >= 20 and not rig.chunks
+            assert len(said()) == 1, said()  # once, not once a second
+            assert "until the planner sends plan features" in said()[0]
+            assert plan_levels() == {DiagnosticStatus.STALE}, plan_levels()
+            rig.plan.publish(rig.features(t))
+            assert spin_until(ex, lambda: chunker.plans.plan is not None, 15.0)
+            rig.clock.publish(Clock(clock=_time(t)))
+            rig.obs.publish(rig.observation(t, (0.1, 0.2, 0.3)))
+            assert spin_until(ex, lambda: rig.chunks, 15.0)
+            assert spin_until(ex, lambda: any("chunks published" in m for m in logs), 10.0), logs
+            # the simulator resets: a new wait, said once more, still no fault
+            observe_for(1.0, 2.5)
+            assert len(said()) == 2, said()
+            assert "after the reset" in said()[1] or "reset" in said()[1]
+            assert DiagnosticStatus.ERROR not in plan_levels(), plan_levels()
 
 
 def test_chunker_rejects_a_checkpoint_that_does_not_fit(checkpoint, tmp_path):

@@ -19,7 +19,8 @@ def _features(tokens: int = 3) -> np.ndarray:
 def test_usable_features_are_kept_in_their_shape_for_observations_near_their_stamp():
     slot = PlanSlot(W, max_plan_age_s=2.0)
     assert slot.problem == "no plan features received yet"
-    assert slot.take(10.0) == NoPlan("no plan features received yet")
+    # none yet (the planner still loading): a wait, no fault
+    assert slot.take(10.0) == NoPlan("no plan features received yet", waiting=True)
     assert slot.offer([3, W], _features(), 10.0, now_s=10.5) == ""
     assert slot.problem == ""
     features = slot.take(11.5)
@@ -56,14 +57,17 @@ def test_unusable_features_are_refused_and_empty_the_slot(shape, data, stamp_s, 
     reason = slot.offer(shape, data, stamp_s, now_s=10.0)
     assert reason and re.search(match, reason)
     assert slot.plan is None and slot.problem == reason
-    assert slot.take(10.0) == NoPlan(reason)  # no chunk from the older features meanwhile
+    assert slot.take(10.0) == NoPlan(reason)  # no chunk from the older features meanwhile, and a fault (no wait)
 
 
 def test_a_drop_says_why_the_slot_is_empty():
     slot = PlanSlot(W, max_plan_age_s=2.0)
     slot.offer([3, W], _features(), 10.0, now_s=10.0)
-    slot.drop("clock jumped back: plan features from before the reset dropped")
-    assert slot.take(10.0) == NoPlan("clock jumped back: plan features from before the reset dropped")
+    slot.drop("clock jumped back: plan features from before the reset dropped", waiting=True)
+    assert slot.take(10.0) == NoPlan("clock jumped back: plan features from before the reset dropped", waiting=True)
+    slot.offer([3, W], _features(), 10.0, now_s=10.0)
+    slot.drop("refused")
+    assert slot.take(10.0) == NoPlan("refused")
 
 
 def test_offers_and_takes_from_two_threads_always_see_whole_features():

@@ -379,6 +379,35 @@ def test_in_force_is_the_curve_the_controllers_follow_from_the_activation(arrive
     assert b.in_force.stamp_s == 5.6 and np.array_equal(b.in_force.positions, hold.command.positions)
 
 
+def test_a_joint_state_from_a_reset_the_clock_has_not_shown_yet_is_not_measured():
+    """A simulator reset: its first joint states (stamped from 0 again, at the start pose) may reach the bridge
+    before /clock shows the jump. Compared with the old scene's reference they would be a collision; stamped
+    before the measurement in force, they are not measured until the clock reset comes."""
+    b = _bridge(COLLISION)
+    assert b.accept(_move([1.0, 0.0], duration=2.0), 0.0).verdict.ok
+    for k in range(1, 50):
+        t = 0.02 * k
+        assert _measure(b, b.reference(t).positions, t, t) is None
+    assert b.stamped_before_measurement(0.002)  # the reset world's first state, stamped 0.002 s
+    assert b.protective_stop is None and b.measured_s == pytest.approx(0.98)
+    b.clock_reset()  # the jump arrives: the next state is the first of the new world
+    assert not b.stamped_before_measurement(0.004) and b.on_joint_state(np.zeros(2), 0.004)
+
+
+def test_joint_states_that_keep_going_back_in_time_are_taken_for_a_restart():
+    """No clock reset follows (a driver restarted on its own time base, a bag loop): after BACKWARD_STATES_RESET
+    states in a row stamped before the measurement in force, the bridge resets as on a clock reset."""
+    from plan_stack.embodiments.arm_bridge import BACKWARD_STATES_RESET
+
+    b = _bridge(COLLISION)
+    assert not b.stamped_before_measurement(0.0)  # the same stamp: not before
+    b.on_joint_state(np.zeros(2), 100.0)
+    for k in range(BACKWARD_STATES_RESET - 1):
+        assert b.stamped_before_measurement(1.0 + 0.02 * k)
+    assert not b.stamped_before_measurement(2.0) and b.follower is None  # reset: the state is the first again
+    assert b.on_joint_state(np.zeros(2), 2.0)
+
+
 def test_no_thresholds_no_check_and_a_wrong_count_is_an_error():
     b = _bridge()
     assert _measure(b, [1.5, 0.0], 0.02, 0.03) is None

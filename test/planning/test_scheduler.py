@@ -179,3 +179,30 @@ def test_a_request_whose_waiter_gives_up_is_cancelled():
     job.wait(lambda: next(polls) >= 3, lambda text: None, poll_s=0.005)
     thread.join()
     assert job.cancel.is_set()
+
+
+def test_a_clock_reset_drops_the_observations_held_and_cancels_the_plan_from_one():
+    """A simulator reset: the plan being made from an observation of the old world is cancelled, the one waiting
+    and the newest are dropped (a request has none to plan from); a plan_request goal in progress runs on."""
+    clock = Clock()
+    s = _scheduler(clock, replan_period_s=0.5)
+    s.offer(_frame(100.0), "a", "")
+    running = s.next_job()
+    assert s.begin(running) == ""
+    s.offer(_frame(100.1), "b", "")  # waiting behind the plan in progress
+    s.clock_reset()
+    assert running.cancel.is_set()
+    s.finish(running)
+    assert s.request("", ()) == "no observation received yet"
+    clock.now_s = 1.0
+    assert s.offer(_frame(1.0), "c", "").outcome is Offered.QUEUED  # the new world's first observation
+    job = s.next_job()
+    assert job.stamp == "c"  # "b" was dropped
+    s.begin(job)
+    s.finish(job)
+    request = s.request("pick", ())
+    assert isinstance(request, Job)
+    taken = s.next_job()
+    assert taken is request
+    s.clock_reset()
+    assert not request.cancel.is_set()  # a goal's caller asked for this plan

@@ -14,12 +14,12 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
 from plan_stack.action import ExecuteTrajectory, PlanRequest
-from plan_stack.msg import ActionChunk, Observation, PlanFeatures, Primitive, VisualPlan
+from plan_stack.msg import ActionChunk, Observation, PlanFeatures, Primitive, TaskOutcome, VisualPlan
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.qos import RELIABLE_QOS
 
 MESSAGES = {"Observation": Observation, "Primitive": Primitive, "VisualPlan": VisualPlan,
-            "PlanFeatures": PlanFeatures, "ActionChunk": ActionChunk}
+            "PlanFeatures": PlanFeatures, "ActionChunk": ActionChunk, "TaskOutcome": TaskOutcome}
 
 
 class InterfacePeer(Node):

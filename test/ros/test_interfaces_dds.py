@@ -18,7 +18,7 @@ from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from plan_stack.action import ExecuteTrajectory, PlanRequest
-from plan_stack.msg import ActionChunk, Observation, PlanFeatures, Primitive, VisualPlan
+from plan_stack.msg import ActionChunk, Observation, PlanFeatures, Primitive, TaskOutcome, VisualPlan
 from plan_stack.ros.action_client import ActionCall, GoalRejected, ServerUnavailable
 from plan_stack.ros.image import image_to_numpy, numpy_to_image
 from plan_stack.ros.qos import RELIABLE_QOS
@@ -47,8 +47,11 @@ def _samples():
     feats = PlanFeatures(shape=[2, 3], data=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], plan_stamp=Time(sec=3, nanosec=7))
     chunk = ActionChunk(joint_names=["j1", "j2"], dt=0.02, horizon=3, positions=[0.0, 1.0, 0.1, 1.1, 0.2, 1.2],
                         prefix_len=1, inference_ms=12.5, delay_steps=1.5)
+    outcome = TaskOutcome(task="transfer_cube", episode=3, seed=100002, success=True, reason="success",
+                          max_reward=4, duration_s=7.42, next="reset", next_seed=100003)
+    outcome.header.stamp = Time(sec=7, nanosec=420_000_000)
     return {"Observation": obs, "Primitive": _primitive(), "VisualPlan": plan, "PlanFeatures": feats,
-            "ActionChunk": chunk}
+            "ActionChunk": chunk, "TaskOutcome": outcome}
 
 
 def _same(a, b) -> bool:

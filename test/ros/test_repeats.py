@@ -40,3 +40,16 @@ def test_reset_makes_the_next_occurrence_news(stepped_clock):
 def test_period_must_be_positive():
     with pytest.raises(ValueError, match="period_s"):
         RepeatFilter(period_s=0.0)
+
+
+def test_a_key_makes_messages_with_changing_figures_one_repeat(stepped_clock):
+    """A refusal that carries an age: the same reason with a new figure each time is a repeat, said with its
+    first figure and then counted; another key is news."""
+    clock = stepped_clock
+    f = RepeatFilter(period_s=10.0, clock=clock)
+    assert f("plan features 2.1 s old", key="old") == "plan features 2.1 s old"
+    clock.t += 1.0
+    assert f("plan features 2.3 s old", key="old") is None
+    clock.t += 9.0
+    assert f("plan features 2.9 s old", key="old") == "plan features 2.9 s old (again: 2 time(s) in the last 10 s)"
+    assert f("no joint state", key="joints") == "no joint state"

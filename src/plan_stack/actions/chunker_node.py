@@ -22,7 +22,14 @@ or after the node clock), features of the wrong shape or non-finite, an
 observation missing configured joints or with non-finite positions. A chunk
 is never republished and never filled with zeros; the stitcher settles on the
 last one it has. When ROS time jumps back (simulator reset), the plan
-features and the RTC state are dropped (WARN `clock`).
+features and the RTC state are dropped (WARN `clock`); plan features stamped
+in the time before the reset and delivered after it are ignored (WARN).
+
+Waiting for plan features (the planner still loading at start-up, or
+planning the first plan after a reset) is no fault: the `plan` status is
+STALE and the console says it once when the wait begins and once when chunks
+flow again. A refusal is said at once, its repeats counted every 10 s
+(`ros.repeats.RepeatFilter`).
 """
 from __future__ import annotations
 
@@ -46,11 +53,12 @@ from plan_stack.engines.runtime import FlowStepEngine
 from plan_stack.joint_states import JointSelectError, JointSelector
 from plan_stack.msg import ActionChunk, Observation, PlanFeatures
 from plan_stack.paths import find_data
-from plan_stack.ros.clock import on_clock_reset
+from plan_stack.ros.clock import ClockResets
 from plan_stack.ros.diagnostics import ERROR, OK, STALE, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
 from plan_stack.ros.qos import RELIABLE_QOS, qos_by_name
+from plan_stack.ros.repeats import RepeatFilter
 from plan_stack.ros.time import clock_s, s_to_stamp, stamp_to_s
 
 __all__ = ["ChunkerConfig", "ChunkerNode", "main"]
@@ -113,6 +121,8 @@ class ChunkerNode(Node):
         self.refusals: dict[str, int] = {}
         self.clock_resets = 0  # bumped by the clock-jump callback; the observation callback acts on it
         self._epoch_seen = 0  # clock_resets value the RTC state belongs to
+        self._refusal_log = RepeatFilter()  # a refusal repeats with every observation while its cause lasts
+        self._waiting_said = False  # "waiting for plan features" logged since chunks last flowed
 
         obs_qos = copy.copy(qos_by_name(cfg.observation_qos))
         obs_qos.depth = 1
@@ -124,7 +134,7 @@ class ChunkerNode(Node):
         self._diag = Diagnostics(self, cfg.diagnostics_period_s)
         self._diag.report("plan", STALE, self.plans.problem)
         self._diag.report("chunks", OK, "waiting for the first chunk", method=self.rtc_cfg.method)
-        on_clock_reset(self, self._on_clock_reset)
+        self._resets = ClockResets(self, self._on_clock_reset)
 
     def close(self) -> None:
         """Remove a start-up export (backend onnx/tensorrt without engine_dir)."""
@@ -137,7 +147,8 @@ class ChunkerNode(Node):
         """ROS time went back (simulator reset or restart): plan features from before it describe another
         world; drop them now. The RTC state (previous chunk, delay estimate) is reset by the observation
         callback, which owns it, and a chunk computed while the reset happened is not published."""
-        self.plans.drop("clock jumped back: plan features from before the reset dropped")
+        self.plans.drop("clock jumped back: plan features from before the reset dropped; waiting for new ones",
+                        waiting=True)
         self.clock_resets += 1
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the plan features and RTC state")
         self._diag.report("clock", WARN, "clock jumped back: plan features and RTC state dropped",
@@ -145,7 +156,13 @@ class ChunkerNode(Node):
 
     def _on_plan(self, msg: PlanFeatures) -> None:
         stamp = _to_s(msg.plan_stamp) or _to_s(msg.header.stamp)
-        refused = self.plans.offer(msg.shape, msg.data, stamp, self._now_s())
+        now = self._now_s()
+        if self._resets.from_before(stamp, now, self.plans.max_plan_age_s):  # planned before the reset
+            self.refusals["from_before_reset"] = self.refusals.get("from_before_reset", 0) + 1
+            self._diag.report("plan", WARN, f"ignored plan features stamped {stamp:.3f} s: from before the clock "
+                              "reset", now=True, refusals=self.refusals["from_before_reset"])
+            return
+        refused = self.plans.offer(msg.shape, msg.data, stamp, now)
         if refused:
             self._refuse("plan", ERROR, refused)
             return
@@ -167,10 +184,13 @@ class ChunkerNode(Node):
             return
         features = self.plans.take(t_query)
         if isinstance(features, NoPlan):
-            if features.age_s is None:
+            if features.waiting:
+                self._wait_for_plans(features.reason)
+            elif features.age_s is None:
                 self._refuse("plan", ERROR, features.reason)
             else:
-                self._refuse("plan", STALE, features.reason, age_s=f"{features.age_s:.3f}")
+                self._refuse("plan", STALE, features.reason, key="plan features too old or too new",
+                             age_s=f"{features.age_s:.3f}")
             return
         try:
             request = self.runtime.request(t_query)
@@ -184,6 +204,11 @@ class ChunkerNode(Node):
             self.runtime.reset()
             return
         self._publish(msg, request, result)
+        if self._waiting_said:
+            self._waiting_said = False
+            self.get_logger().info("plan features received: chunks published")
+        if self._diag.level("clock") == WARN:  # recovered from a clock reset
+            self._diag.report("clock", OK, "chunks published after the clock reset", clock_resets=self.clock_resets)
         consumed = max(self._now_s() - t_query, 0.0) / self.runtime.dt_s
         self.runtime.commit(request, result.positions, inference_s, consumed)
         level = WARN if request.clamped else OK
@@ -207,12 +232,27 @@ class ChunkerNode(Node):
             q = (q - np.asarray(self.cfg.state_offset)) * np.asarray(self.cfg.state_scale)
         return q
 
-    def _refuse(self, status: str, level: int, reason: str, **values) -> None:
-        """No chunk this time: say why, and drop the RTC state (the stitcher settles meanwhile)."""
+    def _refuse(self, status: str, level: int, reason: str, key: str | None = None, **values) -> None:
+        """No chunk this time: say why, and drop the RTC state (the stitcher settles meanwhile). The console
+        says a reason at once and its repeats (same `key`, default the reason) every 10 s with their count."""
         self.refusals[status] = self.refusals.get(status, 0) + 1
         self.runtime.reset()
+        self._waiting_said = False  # a wait after this is news again
         self._diag.report(status, level, f"no chunk: {reason}", now=True, refusals=self.refusals[status], **values)
-        self.get_logger().warning(f"no chunk: {reason}", throttle_duration_sec=1.0)
+        text = self._refusal_log(f"no chunk: {reason}", None if key is None else f"{status}: {key}")
+        if text is not None:
+            self.get_logger().warning(text)
+
+    def _wait_for_plans(self, reason: str) -> None:
+        """No plan features yet (start-up, a clock reset): no fault, no chunk. Said once per wait; the status is
+        STALE (reported at once when the wait begins, then by the periodic publication)."""
+        self.runtime.reset()
+        if self._waiting_said:
+            return
+        self._waiting_said = True
+        self._refusal_log.reset()
+        self._diag.report("plan", STALE, f"no chunk: {reason}", now=True)
+        self.get_logger().info(f"no chunk until the planner sends plan features: {reason}")
 
     def _publish(self, obs: Observation, request, result) -> None:
         hc = self.policy.cfg

@@ -29,6 +29,8 @@ class NoPlan:
     #: features are there, but stamped more than max_plan_age_s from the observation (their age in s, observation
     #: stamp minus plan stamp); None: there are none
     age_s: float | None = None
+    #: none yet: the planner has sent none since start-up or since the slot was cleared (a clock reset); no fault
+    waiting: bool = False
 
 
 class PlanSlot:
@@ -40,6 +42,7 @@ class PlanSlot:
         self._lock = threading.Lock()
         self._plan: tuple[float, np.ndarray] | None = None  # (plan stamp s, [K, W])
         self._problem = "no plan features received yet"
+        self._waiting = True  # empty because none came yet (start-up, a clock reset), not because some were refused
 
     @property
     def problem(self) -> str:
@@ -73,20 +76,23 @@ class PlanSlot:
         with self._lock:
             self._plan = (stamp_s, data.reshape(shape))
             self._problem = ""
+            self._waiting = False
         return ""
 
-    def drop(self, reason: str) -> None:
-        """Empty the slot (refused features, a clock reset); `reason` is what observations are told."""
+    def drop(self, reason: str, waiting: bool = False) -> None:
+        """Empty the slot (refused features, a clock reset); `reason` is what observations are told. `waiting`:
+        no fault, new features are merely to come (a clock reset)."""
         with self._lock:
             self._plan = None
             self._problem = reason
+            self._waiting = waiting
 
     def take(self, t_query_s: float) -> np.ndarray | NoPlan:
         """The features [K, W] for an observation stamped `t_query_s`, or why there are none for it."""
         with self._lock:
-            plan, problem = self._plan, self._problem
+            plan, problem, waiting = self._plan, self._problem, self._waiting
         if plan is None:
-            return NoPlan(problem or "no plan features")
+            return NoPlan(problem or "no plan features", waiting=waiting)
         age = t_query_s - plan[0]
         if abs(age) > self.max_plan_age_s:
             when = f"{age:.3f} s old at" if age > 0 else f"stamped {-age:.3f} s after"

@@ -23,7 +23,10 @@ convert messages, hold the lock, publish the commands and report.
   held) and every command is refused until `reset_protective_stop`.
 * Clock reset (`clock_reset`): the reference and the measured state are
   forgotten (a protective stop too); commands are refused until joint states
-  arrive again.
+  arrive again. A joint state stamped before the measurement in force
+  (`stamped_before_measurement`: a simulator reset whose clock jump has not
+  reached the node yet) is not measured: compared with the old world's
+  reference it would look like a collision.
 * Goal polling (`follow_goal`): a running goal stepped every few ms of wall
   time until it ends, under the node's lock.
 * Configuration (`ArmBridgeConfig`): the parameters both arm bridges share,
@@ -73,6 +76,9 @@ _HISTORY_LEN = 200
 #: Reference samples (one per joint state) the collision check keeps to find the reference at a measurement's
 #: stamp; a joint state older than all of them is compared with the oldest.
 _COLLISION_HISTORY_LEN = 16
+#: Joint states stamped before the measurement in force, in a row, after which the robot's time is taken to
+#: have restarted without this node's clock showing it (a bag loop, a driver restarted on its own time base).
+BACKWARD_STATES_RESET = 25
 PREEMPTED = "preempted by a newer trajectory"
 
 
@@ -276,6 +282,7 @@ class ArmBridge:
         #: after its activation, from the reference there), stamped as the command; None before the first
         self.in_force: Trajectory | None = None
         self._reference_history: collections.deque = collections.deque(maxlen=_COLLISION_HISTORY_LEN)
+        self.backward_states = 0  # joint states in a row stamped before the measurement in force
         thresholds = settings.collision_tracking_error
         if thresholds is not None and np.shape(thresholds) != (len(self.names),):
             raise ValueError(f"collision_tracking_error: expected {len(self.names)} values (one per joint of "
@@ -294,6 +301,20 @@ class ArmBridge:
         i = int(out[0])
         return (f"position of {self.names[i]} ({q[i]:.6g}) lies beyond its limits [{lo[i]:.4g}, {hi[i]:.4g}] "
                 "by more than their range")
+
+    def stamped_before_measurement(self, stamp_s: float) -> bool:
+        """True when a joint state stamped `stamp_s` must not be measured: stamped before the measurement in
+        force, its world is not the reference's (a simulator reset the node's clock has not shown yet; the clock
+        reset follows). After BACKWARD_STATES_RESET of them in a row the robot's time restarted without a clock
+        reset: the bridge resets as it would on one (False: the state is the first of the new world)."""
+        if self.measured is None or stamp_s >= self.measured_s:
+            self.backward_states = 0
+            return False
+        self.backward_states += 1
+        if self.backward_states < BACKWARD_STATES_RESET:
+            return True
+        self.clock_reset()
+        return False
 
     def on_joint_state(self, q: np.ndarray, stamp_s: float) -> bool:
         """A validated measurement in stack units; True when it is the first (the reference starts there)."""
@@ -346,6 +367,7 @@ class ArmBridge:
         self.measured = None
         self.in_force = None
         self.protective_stop = None
+        self.backward_states = 0
         self._reference_history.clear()
         self.seq += 1
         self.hold_sent = False

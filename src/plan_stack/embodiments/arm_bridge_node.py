@@ -147,14 +147,15 @@ class ArmBridgeNode(Node):
         Holding or tracking the pre-reset reference would drive the reset robot back to where the old one
         was; running goals end (preempted), and commands are refused until joint_states arrive again.
         """
-        with self._lock:
+        with self._lock:  # reported with the lock held: the first joint state after it reports the recovery
             stopped = self.bridge.protective_stop is not None
             self.bridge.clock_reset()
+            self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for joint_states",
+                                    now=True)
         self._publish_state()  # waiting for joint_states again (a protective stop is cleared by the reset)
         if stopped:
             self.diagnostics.report("protective_stop", OK, "cleared by the clock reset", now=True)
         self.get_logger().warning("clock jumped back (simulator reset?): dropped the reference and measured state")
-        self.diagnostics.report("clock", WARN, "clock jumped back: state dropped; waiting for joint_states", now=True)
 
     def _more_than_one_robot(self) -> str:
         topic = self.resolve_topic_name("joint_states")
@@ -181,9 +182,20 @@ class ArmBridgeNode(Node):
             self.diagnostics.report("joint_states", ERROR, f"rejected: joint_states {problem}", now=True,
                                     reason="implausible")
             return
+        stamp_s = stamp_to_s(msg.header.stamp)
         stop = None
         with self._lock:
-            if self.bridge.on_joint_state(q, stamp_to_s(msg.header.stamp)):
+            backward = self.bridge.stamped_before_measurement(stamp_s)
+            first_backward = backward and self.bridge.backward_states == 1
+        if backward:  # a reset world whose clock jump has not reached this node yet: the reset follows
+            if first_backward:
+                self.diagnostics.report("clock", WARN, "joint_states stamped before the measurement in force (a "
+                                        "simulator reset not yet on /clock?): not measured", now=True)
+            return
+        with self._lock:
+            if self.bridge.on_joint_state(q, stamp_s):
+                if self.diagnostics.level("clock") == WARN:  # the state is rebuilt after a clock reset
+                    self.diagnostics.report("clock", OK, "joint states received after the clock reset", now=True)
                 self._on_first_state(q)
                 held = self.bridge.hold(self._now())
                 assert held is not None  # the bridge has its first state now
@@ -257,6 +269,8 @@ class ArmBridgeNode(Node):
                 self._command(acc.command)
         if acc.verdict.ok and acc.verdict.message:  # accepted late, joined over late_join_s: said, not silent
             self.diagnostics.report("commands", WARN, f"accepted: {acc.verdict.message}", now=True)
+        elif acc.verdict.ok and self.diagnostics.level("commands") not in (None, OK):  # followed again
+            self.diagnostics.report("commands", OK, "commands accepted", now=True, refused=self._refusals)
         return acc, traj.stamp_s
 
     def _watchdog(self) -> None:

@@ -52,6 +52,10 @@ class Every:
         self.next_s += self.period * max(1, int((t - self.next_s) / self.period) + 1)
         return True
 
+    def reset(self) -> None:
+        """Sim time restarted (a scene reset): fire at the next step again."""
+        self.next_s = 0.0
+
 
 def pose_msg(header: Header, pose: np.ndarray) -> PoseStamped:
     """PoseStamped from a 7-vector (x, y, z, qw, qx, qy, qz) — the simulators' pose layout."""
@@ -83,6 +87,10 @@ class ClockPublisher:
         if self._every.due(t):
             self._pub.publish(Clock(clock=stamp))
 
+    def reset(self) -> None:
+        """Sim time restarted: publish at the next step."""
+        self._every.reset()
+
 
 class CameraPublisher:
     """`cameras/<name>/image_raw` (rgb8) + `cameras/<name>/camera_info` for each camera, at `rate_hz` of
@@ -102,6 +110,10 @@ class CameraPublisher:
     @property
     def enabled(self) -> bool:
         return bool(self.frames)
+
+    def reset(self) -> None:
+        """Sim time restarted: render and publish at the next step."""
+        self._every.reset()
 
     def tick(self, t: float, stamp: Time, render: Callable[[str], np.ndarray], models: Mapping) -> None:
         """Render and publish every camera if due; `render(name)` -> [H, W, 3] uint8, `models[name]` its intrinsics."""
@@ -128,7 +140,7 @@ class SimNode(Node):
     sim: Any  # the robot's simulator (has `time_s`), set by the subclass
     diagnostics: Diagnostics  # set by the subclass
     #: Parameters a running simulator applies when set (`ros2 param set`); every other one is read-only.
-    RUNTIME_PARAMETERS = ("real_time_factor",)
+    RUNTIME_PARAMETERS: tuple[str, ...] = ("real_time_factor",)
 
     def declare_sim_config(self, config_type: type[S]) -> S:
         """Declare the simulator's config (a `SimConfig`); `real_time_factor` may be changed at run time
@@ -188,6 +200,13 @@ class SimNode(Node):
     def publish_due(self, t: float, stamp: Time, renderer) -> None:
         raise NotImplementedError
 
+    def end_of_step(self, t: float, running: Callable[[], bool]) -> bool:
+        """Called on the physics thread after each step and its publishing (sim time `t`). A subclass may wait
+        here (sim time stands still meanwhile) or restart its scene (sim time from 0); it returns True when it
+        did either, and the thread then paces anew from the present (and, after a restart, forgets the
+        pacing gates' answers from before it)."""
+        return False
+
     def _run(self) -> None:
         renderer = None
         try:
@@ -212,6 +231,11 @@ class SimNode(Node):
                 self.physics_step()
                 t = self.sim.time_s
                 self.publish_due(t, s_to_stamp(t), renderer)
+                if self.end_of_step(t, running):  # waited, or the scene restarted: nothing to catch up
+                    if self._pacer is not None and self.sim.time_s < t:
+                        self._pacer.reset()  # answers from before the restart are stamped in the future
+                    pace.reanchor(self.sim.time_s)
+                    continue
                 sleep_s = pace.after_step(t)
                 if sleep_s > 0:
                     time.sleep(sleep_s)
@@ -237,13 +261,15 @@ POSITION_SLACK = 1e-6
 def follow_trajectory_msg(node: SimNode, key: str, follower: TrajectoryFollower, msg: JointTrajectory | bytes,
                           lock: threading.Lock, now_s: Callable[[], float],
                           max_start_delay: float = float("inf"),
-                          position_range: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                          position_range: tuple[np.ndarray, np.ndarray] | None = None,
+                          from_before_reset: Callable[[float, float], bool] | None = None) -> None:
     """Hand a controller's JointTrajectory to its follower (joint_trajectory_controller semantics).
 
     Malformed or non-finite trajectories, ones due more than `max_start_delay` s ahead (a wrong clock
     or stamp) and ones with a point outside `position_range` (follower joint order; the servos would
     clip it and drive to the limit) are rejected (warning + ERROR diagnostic `key`), never followed; one
-    that ended in the past is ignored with a WARN. `msg` may be serialized (a `raw=True` subscription).
+    that ended in the past is ignored with a WARN, and so is one that `from_before_reset(due_s, now_s)` says
+    was stamped in the time of a scene before a reset. `msg` may be serialized (a `raw=True` subscription).
     """
     try:
         traj = trajectory_from_cdr(msg) if isinstance(msg, bytes) else trajectory_from_msg(msg)
@@ -252,6 +278,10 @@ def follow_trajectory_msg(node: SimNode, key: str, follower: TrajectoryFollower,
             raise TrajectoryError("positions: non-finite values")
         now = now_s()
         ahead = traj.start_s(now) + float(traj.times_s[0]) - now
+        if from_before_reset is not None and from_before_reset(now + ahead, now):
+            node.diagnostics.report(key, WARN, f"ignored a trajectory due in {ahead:.3f} s: stamped in the time of "
+                                    "the scene before the reset", now=True)
+            return
         if ahead > max_start_delay:
             raise TrajectoryError(f"header.stamp: due in {ahead:.3f} s, more than {max_start_delay} s ahead")
         if position_range is not None:

@@ -20,7 +20,10 @@ far ahead of it (`future`). A `plan_request` goal asking for kinds the model
 does not emit is rejected with a WARN diagnostic `requests`; malformed
 observations (cameras, image encoding/size, non-finite joint state) give a
 WARN diagnostic naming the field. A plan whose primitives or features are
-not finite is never published (`invalid`).
+not finite is never published (`invalid`). When ROS time jumps back (a
+simulator reset), the observations held are dropped and a plan in progress
+from one is cancelled; a plan finished across the reset is not published
+(`across_reset`; WARN `clock`).
 A `plan_request` goal plans on the freshest observation with its own
 instruction and kinds, streams the sub-task text as feedback, can be
 cancelled, and its plan is also published.
@@ -51,6 +54,7 @@ from plan_stack.planning.msg_convert import features_to_msg, frame_from_msg, pla
 from plan_stack.planning.plan_stats import PlanStats
 from plan_stack.planning.runtime import MalformedObservation, PlannerRuntime, RuntimeConfig
 from plan_stack.planning.scheduler import Job, Offered, PlanScheduler
+from plan_stack.ros.clock import ClockResets
 from plan_stack.ros.diagnostics import ERROR, OK, WARN, Diagnostics
 from plan_stack.ros.lifecycle import node_main
 from plan_stack.ros.params import ParameterError, declare_config
@@ -116,8 +120,17 @@ class PlannerNode(Node):
                           drafter=model.drafter is not None, device=str(placement.device),
                           dtype=str(placement.dtype).removeprefix("torch."), backend=cfg.backend)
         self._diag.report("plans", OK, "waiting for the first observation")
+        self._resets = ClockResets(self, self._on_clock_reset)
         self._worker = threading.Thread(target=self._work, name="planner-worker", daemon=True)
         self._worker.start()
+
+    def _on_clock_reset(self) -> None:
+        """ROS time went back (simulator reset or restart): what was observed before is another world."""
+        self.scheduler.clock_reset()
+        self.get_logger().warning("clock jumped back (simulator reset?): dropped the observations and the plan in "
+                                  "progress")
+        self._diag.report("clock", WARN, "clock jumped back: observations and the plan in progress dropped",
+                          now=True, clock_resets=self._resets.count)
 
     # --- input --------------------------------------------------------------------
 
@@ -193,6 +206,7 @@ class PlannerNode(Node):
         if stale:
             self._skip("stale", WARN, stale)
             return
+        resets = self._resets.count
         out = self.runtime.plan(job.frame, job.instruction, job.kinds, on_text=job.add_text if job.request else None,
                                 should_stop=lambda: job.cancel.is_set() or self.scheduler.stopping)
         job.output = out
@@ -204,12 +218,17 @@ class PlannerNode(Node):
             return
         if self.scheduler.stopping:
             return
+        if self._resets.count != resets and not job.request:  # planned for the world before a clock reset
+            self.counts["across_reset"] += 1
+            return
         self._plan_pub.publish(plan_to_msg(out, job.stamp))
         if out.features.shape[0]:
             self._feat_pub.publish(features_to_msg(out, job.stamp, self.get_clock().now().to_msg()))
         else:
             self.counts["no_primitive"] += 1
         self.counts["plans"] += 1
+        if self._diag.level("clock") == WARN:  # recovered from a clock reset
+            self._diag.report("clock", OK, "planning after the clock reset", clock_resets=self._resets.count)
         if self._diag.level("observation") not in (None, OK):
             self._diag.report("observation", OK, "planning from observations")
         self.counts["gate_accepted"] += out.gate_accepted

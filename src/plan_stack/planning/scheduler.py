@@ -12,10 +12,13 @@ plan is made. Observations arrive faster than plans are made, and only the newes
   that is a reset or a bag loop) is not planned from (`RECENT`: the plan in force is recent enough); it is
   still the newest a plan_request plans from;
 * a plan_request goal is taken before a waiting observation (a plan in progress is not interrupted), one
-  request at a time.
+  request at a time;
+* a clock reset (`clock_reset`: a simulator reset) drops the waiting and the newest observation and cancels
+  the plan in progress from an observation: they belong to the world before the reset.
 
 Threads: `offer` from the observation callback, `request` and `busy` from the action server's callbacks,
-`next_job`, `begin` and `finish` from the worker only, `close` and `stopping` from any thread. Each takes the
+`next_job`, `begin` and `finish` from the worker only, `close`, `clock_reset` and `stopping` from any thread.
+Each takes the
 one lock; a `Job`'s events and text list are how the worker and the goal's thread talk while it runs.
 """
 from __future__ import annotations
@@ -104,6 +107,7 @@ class PlanScheduler:
         self._request: Job | None = None  # the plan_request goal waiting or being planned
         self._latest: tuple[FrameInput, Any, str] | None = None  # newest fresh observation (frame, stamp, text)
         self._last_planned_s: float | None = None  # stamp of the observation planned from last
+        self._running: Job | None = None  # the job the worker is on
         self._stopping = threading.Event()
 
     # --- observations (subscription thread) ---------------------------------------------
@@ -169,6 +173,7 @@ class PlanScheduler:
                     continue
                 if job is self._pending:
                     self._pending = None
+                self._running = job
                 return job
         return None
 
@@ -187,9 +192,24 @@ class PlanScheduler:
     def finish(self, job: Job) -> None:
         """The worker is done with `job` (planned, skipped or failed): its waiter wakes, a request's slot frees."""
         job.done.set()
-        if job.request:
-            with self._cond:
+        with self._cond:
+            if job.request:
                 self._request = None
+            if self._running is job:
+                self._running = None
+
+    # --- clock resets -------------------------------------------------------------------
+
+    def clock_reset(self) -> None:
+        """Time went back (a simulator reset): the observations held and the plan being made from one are of
+        the world before it. A plan_request goal in progress is left to finish (its caller asked for it)."""
+        with self._cond:
+            self._pending = None
+            self._latest = None
+            self._last_planned_s = None
+            running = self._running
+        if running is not None and not running.request:
+            running.cancel.set()
 
     # --- shutdown -----------------------------------------------------------------------
 

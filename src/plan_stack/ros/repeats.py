@@ -31,14 +31,16 @@ class RepeatFilter:
         self._repeats = 0
         self._lock = threading.Lock()
 
-    def __call__(self, message: str) -> str | None:
+    def __call__(self, message: str, key: str | None = None) -> str | None:
+        """`message` to log now, or None while it repeats. `key`: what makes two messages the same (default the
+        message itself), for messages that carry a changing figure (an age, a count)."""
         with self._lock:
-            return self._decide(message, self._clock())
+            return self._decide(message, message if key is None else key, self._clock())
 
-    def _decide(self, message: str, now: float) -> str | None:
-        if message != self._last:
+    def _decide(self, message: str, key: str, now: float) -> str | None:
+        if key != self._last:
             note = "" if not self._repeats else f" (the message before repeated {self._repeats} more time(s))"
-            self._last, self._said_at, self._repeats = message, now, 0
+            self._last, self._said_at, self._repeats = key, now, 0
             return message + note
         self._repeats += 1
         if now - self._said_at < self.period_s:

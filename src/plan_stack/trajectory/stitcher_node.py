@@ -219,6 +219,8 @@ class StitcherNode(Node):
             self.pub.publish(out)
             self._send_to_bridge(out)
         self.counts["published"] += 1
+        if self.diag.level("clock") == WARN:  # recovered from a clock reset
+            self.diag.report("clock", OK, "trajectories published after the clock reset", **self.counts)
         rep = result.report
         level = OK if result.status is StitchStatus.OK else WARN
         values = dict(

@@ -144,3 +144,95 @@ def test_arms_colliding_are_reported_as_a_safety_error_once_and_cleared(threshol
             assert safety[-1].message == "arms apart"
             # one collision, one report (the periodic republication repeats the same message)
             assert len({s.message for s in errors()}) == 1
+
+
+def _stamp_s(stamp) -> float:
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
+def test_task_end_with_reset_says_the_outcome_and_restarts_with_the_next_seed():
+    """`on_task_end: reset`: at the time limit the outcome is published (latched) and reported, sim time stands
+    still for `reset_pause_s`, then the next seed's scene starts from sim time 0. A controller command stamped in
+    the old scene's time and delivered after the reset is ignored (WARN), never followed."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    from plan_stack.msg import TaskOutcome
+    from plan_stack.ros.qos import DIAGNOSTICS_QOS, LATCHED_QOS
+
+    limit = 1.5
+    with ros_context() as ctx:
+        sim = AlohaSimNode(context=ctx, parameter_overrides=[
+            Parameter("camera_rate_hz", value=0.0), Parameter("real_time_factor", value=1.0),
+            Parameter("seed", value=7), Parameter("task_time_limit_s", value=limit),
+            Parameter("on_task_end", value="reset"), Parameter("reset_pause_s", value=0.3)])
+        probe = Node("probe", context=ctx)
+        outcomes, states, boxes, diags = [], [], [], []
+        probe.create_subscription(TaskOutcome, "ground_truth/task_outcome", outcomes.append, LATCHED_QOS)
+        probe.create_subscription(JointState, "joint_states", states.append, SENSOR_QOS)
+        probe.create_subscription(PoseStamped, "ground_truth/box/pose", boxes.append, SENSOR_QOS)
+        probe.create_subscription(DiagnosticArray, "/diagnostics", lambda m: diags.extend(m.status), DIAGNOSTICS_QOS)
+        pub = probe.create_publisher(JointTrajectory, "left_arm_controller/joint_trajectory", RELIABLE_QOS)
+        with executor_with(ctx, sim, probe) as ex:
+            assert spin_until(ex, lambda: len(outcomes) >= 1, 30.0), "no task outcome at the time limit"
+            first = outcomes[0]
+            assert (first.task, first.episode, first.seed, first.success, first.reason) == (
+                "transfer_cube", 1, 7, False, "time_limit")
+            assert (first.next, first.next_seed) == ("reset", 8)
+            assert first.duration_s == pytest.approx(limit, abs=0.05)
+            assert _stamp_s(first.header.stamp) == pytest.approx(limit, abs=0.05)
+            box_before = boxes[-1].pose.position
+            # the reset: joint states start again near 0 s, from the start pose, with the next seed's box
+            n = len(states)
+            assert spin_until(ex, lambda: any(_stamp_s(s.header.stamp) < 0.5 for s in states[n:]), 20.0)
+            assert np.allclose(states[-1].position[:6], START_ARM_POSE, atol=0.02)
+            # a command of the old scene (due at its 1.7 s, 1.2 s after its end) delivered now: ignored
+            old = JointTrajectory(joint_names=[f"left_{j}" for j in ("waist", "shoulder", "elbow", "forearm_roll",
+                                                                      "wrist_angle", "wrist_rotate")])
+            old.header.stamp.sec, old.header.stamp.nanosec = 1, 600_000_000
+            old.points.append(JointTrajectoryPoint(positions=[0.5, 0.0, 0.0, 0.0, 0.0, 0.0],
+                                                   time_from_start=Duration(nanosec=100_000_000)))
+            pub.publish(old)
+            ignored = lambda: [s for s in diags if s.name == "aloha_sim: left_arm"]  # noqa: E731
+            assert spin_until(ex, lambda: ignored(), 20.0)
+            assert ignored()[0].level == DiagnosticStatus.WARN and "before the reset" in ignored()[0].message
+            assert spin_until(ex, lambda: len(outcomes) >= 2, 30.0)
+            second = outcomes[1]
+            assert (second.episode, second.seed, second.next_seed) == (2, 8, 9)
+            assert abs(states[-1].position[0] - START_ARM_POSE[0]) < 0.02  # the old command was never followed
+            box_after = boxes[-1].pose.position
+            assert (box_after.x, box_after.y) != pytest.approx((box_before.x, box_before.y), abs=1e-3)
+            assert [o.episode for o in sim.outcomes][:2] == [1, 2]
+            task = lambda: [s for s in diags if s.name == "aloha_sim: task"]  # noqa: E731
+            assert spin_until(ex, lambda: any("task 2 (transfer_cube, seed 8): not solved (time limit)" in s.message
+                                              for s in task()), 10.0), [s.message for s in task()]
+            assert all(s.level == DiagnosticStatus.OK for s in task())
+            # a late subscriber gets the last outcome (latched)
+            late: list = []
+            probe.create_subscription(TaskOutcome, "ground_truth/task_outcome", late.append, LATCHED_QOS)
+            assert spin_until(ex, lambda: late, 10.0) and late[0].episode >= 2
+
+
+def test_task_end_with_hold_stops_sim_time_until_set_otherwise():
+    """`on_task_end: hold`: sim time stops at the task's end (nothing moves, nothing is published); set to
+    `continue` at run time, the scene runs on and no second outcome comes for it."""
+    from plan_stack.msg import TaskOutcome
+    from plan_stack.ros.qos import LATCHED_QOS
+
+    with ros_context() as ctx:
+        sim = AlohaSimNode(context=ctx, parameter_overrides=[
+            Parameter("camera_rate_hz", value=0.0), Parameter("real_time_factor", value=0.0),
+            Parameter("task_time_limit_s", value=0.5), Parameter("on_task_end", value="hold")])
+        probe = Node("probe", context=ctx)
+        outcomes: list = []
+        probe.create_subscription(TaskOutcome, "ground_truth/task_outcome", outcomes.append, LATCHED_QOS)
+        with executor_with(ctx, sim, probe) as ex:
+            assert spin_until(ex, lambda: outcomes, 30.0)
+            assert (outcomes[0].reason, outcomes[0].next) == ("time_limit", "hold")
+            held = sim.sim.time_s
+            assert held == pytest.approx(0.5, abs=0.05)
+            spin_until(ex, lambda: False, 0.5)
+            assert sim.sim.time_s == held  # as fast as possible, yet not a step
+            result = sim.set_parameters([Parameter("on_task_end", value="continue")])[0]
+            assert result.successful, result.reason
+            assert spin_until(ex, lambda: sim.sim.time_s > held + 1.0, 20.0)
+            assert len(outcomes) == 1 and sim.episodes.seed == 0  # the same scene, its task said once

@@ -12,6 +12,8 @@ def test_episode_config_sets_seed_time_and_planner():
     nodes = raw["nodes"]
     sim = nodes["aloha_sim"]["parameters"]
     assert (sim["seed"], sim["real_time_factor"], sim["pace_chunk_lead_s"]) == (100007, 0.5, 0.6)
+    # the runner ends the episode by its own criterion: the simulator neither resets nor stops at the task's end
+    assert (sim["on_task_end"], sim["task_time_limit_s"]) == ("continue", 0.0)
     assert nodes["planner"]["parameters"]["decoder"] == "ar"
     assert nodes["chunker"]["parameters"]["max_plan_age_s"] == 1.5
     assert "viz" not in nodes

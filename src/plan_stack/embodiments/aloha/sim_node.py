@@ -7,7 +7,18 @@ and `cameras/<name>/camera_info`, and privileged ground truth for evaluators:
 point; geometry_msgs/PoseStamped in `world`) and `ground_truth/reward`
 (std_msgs/Int32, staged task reward, 4 = solved); a collision of the two
 arms (contact force over `arm_collision_force_n`) is reported at once as an
-ERROR `safety` diagnostic (the geoms, the force), its end as OK. Accepts
+ERROR `safety` diagnostic (the geoms, the force), its end as OK.
+
+The task ends when it is solved (reward 4) or after `task_time_limit_s` of
+sim time: its outcome (plan_stack/TaskOutcome) is published latched on
+`ground_truth/task_outcome`, logged and reported (`task` diagnostic), and
+the simulator does what `on_task_end` says (`embodiments.task_episodes`):
+`continue`, `hold` (sim time stops) or `reset` (after `reset_pause_s` of wall
+time with sim time standing still, so the stack finishes what it computed
+for the old scene, the scene restarts with the next seed and sim time from
+0: every node sees a clock reset). A controller command stamped in the old
+scene's time that arrives after the reset is ignored (WARN), never
+followed. Accepts
 trajectory_msgs/JointTrajectory on `<controller>/joint_trajectory` for the
 two arm and two gripper controllers, with joint_trajectory_controller
 semantics (see `plan_stack.trajectory.core`).
@@ -20,6 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
+from collections.abc import Callable
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped
@@ -39,9 +52,12 @@ from plan_stack.embodiments.node_common import (
     pose_msg,
 )
 from plan_stack.embodiments.sim_config import SimConfig
+from plan_stack.embodiments.task_episodes import TaskEnd, TaskEpisodes, TaskOutcome
+from plan_stack.msg import TaskOutcome as TaskOutcomeMsg
 from plan_stack.ros.diagnostics import ERROR, OK, Diagnostics
 from plan_stack.ros.lifecycle import node_main
-from plan_stack.ros.qos import RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.qos import LATCHED_QOS, RELIABLE_QOS, SENSOR_QOS
+from plan_stack.ros.time import s_to_stamp
 
 __all__ = ["AlohaSimConfig", "AlohaSimNode", "main"]
 
@@ -72,6 +88,18 @@ class AlohaSimConfig(SimConfig):
     max_start_delay: float = param(
         "a controller command due further ahead than this (s, sim time) is refused: a wrong clock or stamp",
         10.0, min=0.0, read_only=True)
+    task_time_limit_s: float = param(
+        "a task not solved within this much sim time since its scene started ends as a failure (`time_limit`); "
+        "0: no limit (settable at run time)", 0.0, min=0.0, max=86400.0)
+    on_task_end: str = param(
+        "what the simulator does when its task ends (solved, or task_time_limit_s): `continue` (the scene runs "
+        "on), `hold` (sim time stops at the end state until this is set otherwise), `reset` (the scene restarts "
+        "with the next seed and sim time from 0; the stack sees a clock reset) (settable at run time)",
+        TaskEnd.CONTINUE.value, choices=tuple(e.value for e in TaskEnd))
+    reset_pause_s: float = param(
+        "with on_task_end `reset`: wall time between the task's end and the reset, sim time standing still (the "
+        "stack finishes what it was computing for the old scene; a viewer sees the end state)", 0.5, min=0.0,
+        max=60.0, read_only=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -84,18 +112,25 @@ class AlohaSimConfig(SimConfig):
                 raise ConfigError(f"{rate}: {value} Hz exceeds the 500 Hz physics rate")
 
 
+#: Task checks per second of sim time (the staged reward is computed from the contacts).
+TASK_CHECK_RATE_HZ = 50.0
+
+
 class AlohaSimNode(SimNode):
+    RUNTIME_PARAMETERS = (*SimNode.RUNTIME_PARAMETERS, "on_task_end", "task_time_limit_s")
+
     def __init__(self, **kwargs) -> None:
         super().__init__("aloha_sim", **kwargs)
         cfg = self.declare_sim_config(AlohaSimConfig)
         self.cfg = cfg
-        from plan_stack.embodiments.aloha.sim import AlohaSim, RigControllers
+        from plan_stack.embodiments.aloha.sim import MAX_REWARD, AlohaSim, RigControllers
 
         self.sim = AlohaSim(cfg.task, offscreen_size=(cfg.camera_width, cfg.camera_height))
         self.sim.reset(seed=cfg.seed)
         self._lock = threading.Lock()
         self.diagnostics = Diagnostics(self, 1.0)
         self._controllers = RigControllers()
+        self.episodes = TaskEpisodes(cfg.task, cfg.seed, MAX_REWARD, cfg.task_time_limit_s)
         lo, hi = self.sim.command_range
         self._ranges = {key: (lo[cols], hi[cols]) for key, cols in self._controllers.index.items()}
         for key in ARM_CONTROLLER_JOINTS:
@@ -104,7 +139,7 @@ class AlohaSimNode(SimNode):
                 JointTrajectory, f"{controller}/joint_trajectory",
                 lambda msg, k=key: follow_trajectory_msg(self, k, self._controllers.followers[k], msg, self._lock,
                                                          lambda: self.sim.time_s, cfg.max_start_delay,
-                                                         self._ranges[k]),
+                                                         self._ranges[k], self.episodes.from_before_reset),
                 RELIABLE_QOS, raw=True)
         self._clock_pub = ClockPublisher(self, cfg.clock_rate_hz)
         self._js_pub = self.create_publisher(JointState, "joint_states", SENSOR_QOS)
@@ -114,7 +149,11 @@ class AlohaSimNode(SimNode):
         self._grip_pub = {a: self.create_publisher(PoseStamped, f"ground_truth/{a}_gripper/pose", SENSOR_QOS)
                           for a in ("left", "right")}
         self._reward_pub = self.create_publisher(Int32, "ground_truth/reward", RELIABLE_QOS)
+        self._outcome_pub = self.create_publisher(TaskOutcomeMsg, "ground_truth/task_outcome", LATCHED_QOS)
         self._js, self._gt = Every(cfg.joint_state_rate_hz), Every(cfg.ground_truth_rate_hz)
+        self._task_check = Every(TASK_CHECK_RATE_HZ)
+        self.outcomes: list[TaskOutcome] = []  # every task's outcome so far
+        self._report_task_started()
         self._touching = False  # an arm-arm contact is in progress
         self._collided = False  # ... and it was reported as a collision
         self._arms_touched_s = -float("inf")  # sim time the arms last touched
@@ -177,6 +216,72 @@ class AlohaSimNode(SimNode):
         for arm, pose in self.sim.tcp_poses().items():
             self._grip_pub[arm].publish(pose_msg(header, pose))
         self._reward_pub.publish(Int32(data=int(self.sim.reward())))
+
+    # --- the task -----------------------------------------------------------------
+
+    def end_of_step(self, t: float, running: Callable[[], bool]) -> bool:
+        """The task ended at this step: say so, then continue, hold or reset (`on_task_end`)."""
+        if not self._task_check.due(t):
+            return False
+        cfg = self.cfg  # parameters set at run time are read here
+        self.episodes.time_limit_s = cfg.task_time_limit_s
+        outcome = self.episodes.update(t, self.sim.reward(), TaskEnd(cfg.on_task_end))
+        if outcome is None:
+            return False
+        self.outcomes.append(outcome)
+        self._publish_outcome(outcome)
+        if outcome.next is TaskEnd.CONTINUE:
+            return False
+        if outcome.next is TaskEnd.HOLD:
+            while running() and TaskEnd(self.cfg.on_task_end) is TaskEnd.HOLD:
+                time.sleep(0.05)
+            if not running() or TaskEnd(self.cfg.on_task_end) is TaskEnd.CONTINUE:
+                return True  # sim time stood still: pace anew
+        deadline = time.monotonic() + cfg.reset_pause_s
+        while running() and time.monotonic() < deadline:  # the stack settles on the old scene meanwhile
+            time.sleep(0.02)
+        if running():
+            self._reset_scene()
+        return True
+
+    def _publish_outcome(self, o: TaskOutcome) -> None:
+        msg = TaskOutcomeMsg(task=o.task, episode=o.episode, seed=o.seed, success=o.success, reason=o.reason,
+                             max_reward=o.max_reward, duration_s=o.duration_s, next=o.next.value,
+                             next_seed=o.next_seed)
+        msg.header.stamp = s_to_stamp(o.end_s)
+        self._outcome_pub.publish(msg)
+        self.get_logger().info(o.text())
+        self.diagnostics.report("task", OK, o.text(), now=True, episode=o.episode, seed=o.seed, success=o.success,
+                                reason=o.reason, max_reward=o.max_reward, duration_s=f"{o.duration_s:.2f}",
+                                next=o.next.value, successes=sum(x.success for x in self.outcomes),
+                                tasks=len(self.outcomes))
+
+    def _reset_scene(self) -> None:
+        """The next seed's scene from sim time 0: objects re-placed, the arms at the start pose, the controllers
+        holding it (a command from before is forgotten), every publisher due at once."""
+        from plan_stack.embodiments.aloha.sim import RigControllers
+
+        with self._lock:
+            seed = self.episodes.next_scene()
+            self.sim.reset(seed=seed)
+            self._controllers = RigControllers()
+        for every in (self._js, self._gt, self._task_check):
+            every.reset()
+        self._clock_pub.reset()
+        self._cameras.reset()
+        self._touching, self._arms_touched_s = False, -float("inf")
+        if self._collided:
+            self._collided = False
+            self.diagnostics.report("safety", OK, "arms apart (scene reset)")
+        self.get_logger().info(f"scene reset: task {self.episodes.episodes + 1} with seed {seed}; sim time "
+                               "restarts at 0")
+        self._report_task_started()
+
+    def _report_task_started(self) -> None:
+        e = self.episodes
+        self.diagnostics.report("task", OK, f"task {e.episodes + 1} ({e.task}, seed {e.seed}) running", now=True,
+                                episode=e.episodes + 1, seed=e.seed, tasks=e.episodes,
+                                successes=sum(x.success for x in self.outcomes))
 
 
 main = node_main(AlohaSimNode)

@@ -115,6 +115,8 @@ def episode_config(opts: EpisodeOptions) -> dict:
     sim.update(seed=int(opts.seed), real_time_factor=float(opts.real_time_factor),
                pace_chunk_lead_s=float(opts.pace_chunk_lead_s), pace_plan_lead_s=float(opts.pace_plan_lead_s),
                pace_timeout_s=float(opts.pace_timeout_s))
+    if "on_task_end" in sim:  # the episode runner ends the episode itself (its criterion, its time limit)
+        sim.update(on_task_end="continue", task_time_limit_s=0.0)
     for name in [n for n, spec in nodes.items() if spec.get("executable") == "viz"]:
         del nodes[name]
     if not any(spec.get("executable") == "chunker" for spec in nodes.values()):
